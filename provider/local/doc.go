@@ -1,0 +1,31 @@
+// Package local is the corral provider that runs commands as ordinary
+// processes on the host.
+//
+// # No isolation
+//
+// A local sandbox is only a directory. Commands run as the same user as the
+// corral process, with the host's environment, network and file system; the
+// workspace path rules keep corral's own file operations inside the
+// directory, but nothing stops a command from reading or writing anywhere
+// the user can. Use it for development, for trusted agents, or inside a
+// machine that is itself disposable. Use provider/docker (or a cloud
+// provider) when the agent must not touch the host.
+//
+// # Sandboxes
+//
+// Each sandbox is a directory: a fresh one under Options.BaseDir (removed on
+// Destroy), or the fixed Options.Dir (kept on Destroy unless
+// Options.RemoveDir is set). The handle's id is the directory's absolute
+// path; Resume reopens it, and a missing directory is reported as NotFound.
+// Fork copies the directory into a new sandbox; there are no snapshots.
+//
+// # Processes
+//
+// Every command runs in its own process group, with the environment of the
+// host minus Options.ScrubEnv, plus the sandbox's environment, plus the
+// command's. Kill signals the whole group (SIGTERM, then SIGKILL after
+// Options.KillGrace) so that backgrounded grandchildren die too; the
+// conformance suite proves it. Each command also carries CORRAL_SANDBOX_ID,
+// so Destroy can find and kill processes that an earlier corral process
+// started in the same sandbox (on Linux, by reading /proc).
+package local

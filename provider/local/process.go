@@ -1,0 +1,350 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// proc is one command started in a sandbox; it implements sandbox.Process.
+type proc struct {
+	h      *handle
+	cmd    *exec.Cmd
+	pgid   int
+	stdout *os.File
+	stderr *os.File
+	stdin  *os.File
+
+	done     chan struct{} // closed once the leader has exited and been reaped
+	exitCode int           // valid after done
+
+	killMu  sync.Mutex
+	killing chan struct{} // non-nil while a kill runs; closed when it ends
+	killErr error
+}
+
+var _ sandbox.Process = (*proc)(nil)
+
+// start validates cmd and starts it in its own process group. withStdin
+// gives the process a stdin pipe even when cmd.Stdin is nil.
+func (h *handle) start(ctx context.Context, op string, cmd sandbox.Command, withStdin bool) (*proc, error) {
+	if err := cmd.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, sandbox.Wrap(sandbox.Canceled, op, h.id, err)
+	}
+	dir := h.id
+	if cmd.Dir != "" {
+		rel, _ := sandbox.CleanPath(cmd.Dir)
+		fi, err := h.root.Stat(rel)
+		if err != nil {
+			return nil, fsError(op, cmd.Dir, err)
+		}
+		if !fi.IsDir() {
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, op, cmd.Dir, "working directory is not a directory")
+		}
+		dir = filepath.Join(h.id, rel)
+	}
+	env := h.environ(cmd.Env)
+	argv := cmd.Argv()
+	prog, lookErr := lookPath(argv[0], env)
+
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.ResourceExhausted, op, h.id, err)
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		closeAll(stdoutR, stdoutW)
+		return nil, sandbox.Wrap(sandbox.ResourceExhausted, op, h.id, err)
+	}
+	pr := &proc{h: h, stdout: stdoutR, stderr: stderrR, done: make(chan struct{})}
+	if lookErr != nil {
+		// Report a missing program the way a shell does: exit 127 with a
+		// message on stderr, so every provider reads the same.
+		go func() {
+			_, _ = io.WriteString(stderrW, "corral: "+argv[0]+": command not found\n")
+			closeAll(stdoutW, stderrW)
+		}()
+		pr.exitCode, pr.pgid = 127, -1
+		if withStdin || cmd.Stdin != nil {
+			r, w, _ := os.Pipe()
+			_ = r.Close()
+			pr.stdin = w
+		}
+		close(pr.done)
+		return pr, nil
+	}
+	c := &exec.Cmd{
+		Path:        prog,
+		Args:        argv,
+		Env:         env,
+		Dir:         dir,
+		Stdout:      stdoutW,
+		Stderr:      stderrW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	var stdinR *os.File
+	if withStdin || cmd.Stdin != nil {
+		stdinR, pr.stdin, err = os.Pipe()
+		if err != nil {
+			closeAll(stdoutR, stdoutW, stderrR, stderrW)
+			return nil, sandbox.Wrap(sandbox.ResourceExhausted, op, h.id, err)
+		}
+		c.Stdin = stdinR
+	}
+	if err := c.Start(); err != nil {
+		closeAll(stdoutR, stdoutW, stderrR, stderrW, stdinR, pr.stdin)
+		return nil, sandbox.Wrap(sandbox.Internal, op, h.id, err)
+	}
+	closeAll(stdoutW, stderrW, stdinR)
+	pr.cmd, pr.pgid = c, c.Process.Pid
+	h.st.track(pr)
+	go pr.reap()
+	return pr, nil
+}
+
+func (pr *proc) reap() {
+	err := pr.cmd.Wait()
+	pr.exitCode = exitCode(pr.cmd.ProcessState, err)
+	close(pr.done)
+}
+
+func exitCode(ps *os.ProcessState, err error) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+func (pr *proc) finished() bool {
+	select {
+	case <-pr.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (pr *proc) PID() int          { return pr.pgid }
+func (pr *proc) Stdout() io.Reader { return pr.stdout }
+func (pr *proc) Stderr() io.Reader { return pr.stderr }
+
+func (pr *proc) Stdin() io.WriteCloser {
+	if pr.stdin == nil {
+		return closedStdin{}
+	}
+	return pr.stdin
+}
+
+func (pr *proc) Wait(ctx context.Context) (int, error) {
+	select {
+	case <-pr.done:
+		return pr.exitCode, nil
+	case <-ctx.Done():
+		return -1, sandbox.Wrap(sandbox.Canceled, "local.wait", pr.h.id, ctx.Err())
+	}
+}
+
+// Kill signals the process group. For SIGTERM (or zero) it escalates to
+// SIGKILL after the provider's grace period and returns once no live
+// process is left in the group. Concurrent calls share one kill.
+func (pr *proc) Kill(ctx context.Context, sig syscall.Signal) error {
+	if pr.pgid <= 0 {
+		return nil
+	}
+	pr.killMu.Lock()
+	if pr.killing != nil {
+		ch := pr.killing
+		pr.killMu.Unlock()
+		select {
+		case <-ch:
+			return pr.killErr
+		case <-ctx.Done():
+			return sandbox.Wrap(sandbox.Canceled, "local.kill", pr.h.id, ctx.Err())
+		}
+	}
+	ch := make(chan struct{})
+	pr.killing = ch
+	pr.killMu.Unlock()
+
+	err := killGroup(ctx, pr.pgid, sig, pr.h.p.opts.KillGrace, pr.done)
+	pr.killMu.Lock()
+	pr.killErr, pr.killing = err, nil
+	pr.killMu.Unlock()
+	close(ch)
+	if err != nil {
+		return sandbox.Wrap(sandbox.Internal, "local.kill", pr.h.id, err)
+	}
+	return nil
+}
+
+// killGroup sends sig to the group. Unless sig is a plain signal other than
+// TERM and KILL (which is only delivered), it then waits for the group to
+// empty, sending SIGKILL after grace.
+func killGroup(ctx context.Context, pgid int, sig syscall.Signal, grace time.Duration, leaderDone <-chan struct{}) error {
+	if sig == 0 {
+		sig = syscall.SIGTERM
+	}
+	if err := syscall.Kill(-pgid, sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		return err
+	}
+	if sig != syscall.SIGTERM && sig != syscall.SIGKILL {
+		return nil
+	}
+	if sig == syscall.SIGTERM && waitGroupGone(ctx, pgid, grace, leaderDone) {
+		return nil
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	if waitGroupGone(ctx, pgid, 5*time.Second, leaderDone) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("processes survived SIGKILL")
+}
+
+// waitGroupGone polls until the group has no live member, up to limit.
+func waitGroupGone(ctx context.Context, pgid int, limit time.Duration, leaderDone <-chan struct{}) bool {
+	deadline := time.Now().Add(limit)
+	interval := 200 * time.Microsecond
+	for {
+		select {
+		case <-leaderDone:
+			if !groupAlive(pgid) {
+				return true
+			}
+		default:
+			// The leader is our child: until it is reaped it counts as
+			// alive, which is right.
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-time.After(interval):
+		case <-leaderDone:
+		case <-ctx.Done():
+		}
+		if interval < 20*time.Millisecond {
+			interval *= 2
+		}
+	}
+}
+
+func (pr *proc) closeReaders() { closeAll(pr.stdout, pr.stderr) }
+
+func (h *handle) environ(cmdEnv map[string]string) []string {
+	scrub := make(map[string]bool, len(h.p.opts.ScrubEnv))
+	for _, k := range h.p.opts.ScrubEnv {
+		scrub[k] = true
+	}
+	merged := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if !scrub[k] {
+			merged[k] = v
+		}
+	}
+	h.st.mu.Lock()
+	for k, v := range h.st.env {
+		merged[k] = v
+	}
+	h.st.mu.Unlock()
+	for k, v := range cmdEnv {
+		merged[k] = v
+	}
+	merged[SandboxIDEnv] = h.id
+	env := make([]string, 0, len(merged))
+	for k, v := range merged {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// lookPath finds prog on the PATH of env (not of the corral process).
+func lookPath(prog string, env []string) (string, error) {
+	if strings.Contains(prog, "/") {
+		return prog, nil
+	}
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, prog)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// capture reads r into *dst (keeping at most limit bytes when limit > 0)
+// until EOF; the returned channel closes when it is done.
+func capture(wg *sync.WaitGroup, r io.Reader, limit int, dst *[]byte, truncated *bool) <-chan struct{} {
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(done)
+		buf := make([]byte, 32*1024)
+		var out []byte
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				chunk := buf[:n]
+				if limit > 0 && len(out)+n > limit {
+					chunk = chunk[:max(0, limit-len(out))]
+					*truncated = true
+				}
+				out = append(out, chunk...)
+			}
+			if err != nil {
+				break
+			}
+		}
+		*dst = out
+	}()
+	return done
+}
+
+func copyStdin(w io.Writer, r io.Reader) (int64, error) { return io.Copy(w, r) }
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+// closedStdin is the stdin of a process that has none.
+type closedStdin struct{}
+
+func (closedStdin) Write([]byte) (int, error) { return 0, os.ErrClosed }
+func (closedStdin) Close() error              { return nil }

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -224,31 +225,30 @@ func killGroup(ctx context.Context, pgid int, sig syscall.Signal, grace time.Dur
 }
 
 // waitGroupGone polls until the group has no live member, up to limit.
+// Until the leader (our child) is reaped the group counts as alive, which
+// is right: it is.
 func waitGroupGone(ctx context.Context, pgid int, limit time.Duration, leaderDone <-chan struct{}) bool {
-	deadline := time.Now().Add(limit)
-	interval := 200 * time.Microsecond
-	for {
-		select {
-		case <-leaderDone:
-			if !groupAlive(pgid) {
-				return true
-			}
-		default:
-			// The leader is our child: until it is reaped it counts as
-			// alive, which is right.
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	select {
+	case <-leaderDone:
+	case <-deadline.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	interval := 100 * time.Microsecond
+	for groupAlive(pgid) {
 		select {
 		case <-time.After(interval):
-		case <-leaderDone:
+		case <-deadline.C:
+			return false
 		case <-ctx.Done():
+			return false
 		}
-		if interval < 20*time.Millisecond {
-			interval *= 2
-		}
+		interval = min(2*interval, 20*time.Millisecond)
 	}
+	return true
 }
 
 func (pr *proc) closeReaders() { closeAll(pr.stdout, pr.stderr) }
@@ -304,31 +304,25 @@ func lookPath(prog string, env []string) (string, error) {
 	return "", exec.ErrNotFound
 }
 
-// capture reads r into *dst (keeping at most limit bytes when limit > 0)
-// until EOF; the returned channel closes when it is done.
+// capture reads r into *dst (keeping at most limit bytes when limit > 0,
+// and discarding the rest) until EOF; the returned channel closes when it
+// is done.
 func capture(wg *sync.WaitGroup, r io.Reader, limit int, dst *[]byte, truncated *bool) <-chan struct{} {
 	done := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(done)
-		buf := make([]byte, 32*1024)
-		var out []byte
-		for {
-			n, err := r.Read(buf)
-			if n > 0 {
-				chunk := buf[:n]
-				if limit > 0 && len(out)+n > limit {
-					chunk = chunk[:max(0, limit-len(out))]
-					*truncated = true
-				}
-				out = append(out, chunk...)
+		var buf bytes.Buffer
+		if limit > 0 {
+			_, _ = buf.ReadFrom(io.LimitReader(r, int64(limit)))
+			if n, _ := io.Copy(io.Discard, r); n > 0 {
+				*truncated = true
 			}
-			if err != nil {
-				break
-			}
+		} else {
+			_, _ = buf.ReadFrom(r)
 		}
-		*dst = out
+		*dst = buf.Bytes()
 	}()
 	return done
 }

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/spf13/cobra"
+)
+
+func newProvidersCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "providers",
+		Short: "List the sandbox providers and their capabilities",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			type row struct {
+				Name         string               `json:"name"`
+				Summary      string               `json:"summary"`
+				Capabilities sandbox.Capabilities `json:"capabilities"`
+			}
+			var rows []row
+			for _, n := range providerNames() {
+				e := providers[n]
+				rows = append(rows, row{Name: n, Summary: e.summary, Capabilities: e.caps()})
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSUMMARY\tCAPABILITIES")
+			for _, r := range rows {
+				var on []string
+				for _, c := range sandbox.CapabilityNames {
+					if r.Capabilities.Has(c) {
+						on = append(on, c)
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, r.Summary, strings.Join(on, ","))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,147 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// Definition describes a kind of sandbox: which provider, what workspace,
+// which policy, and how long instances live. Ensure (package
+// sandbox/ensure) turns a definition and a thread into a live sandbox.
+type Definition struct {
+	// ID names the definition; it is part of the sandbox key.
+	ID string
+	// Provider makes the sandboxes.
+	Provider Provider
+	// Workspace is what the agent finds; nil is an empty workspace.
+	Workspace *Workspace
+	// Policy guards what the agent may do; nil asks for everything.
+	Policy *Policy
+	// Lifecycle says how instances are reused, snapshotted and reclaimed.
+	Lifecycle Lifecycle
+	// Hooks are called at points of an instance's life.
+	Hooks Hooks
+}
+
+// Reuse says which runs share a sandbox.
+type Reuse string
+
+// Reuse modes.
+const (
+	// ReuseThread (the default) gives every run of a thread the same
+	// sandbox.
+	ReuseThread Reuse = "thread"
+	// ReuseNone gives every run a fresh sandbox.
+	ReuseNone Reuse = "none"
+)
+
+// SnapshotMode says when a provider-native snapshot is taken.
+type SnapshotMode string
+
+// Snapshot modes. The empty mode means AfterSetup when the provider has
+// snapshots and None otherwise.
+const (
+	SnapshotAfterSetup SnapshotMode = "after-setup"
+	SnapshotAfterRun   SnapshotMode = "after-run"
+	SnapshotNone       SnapshotMode = "none"
+)
+
+// Lifecycle says how sandbox instances are reused, snapshotted and
+// reclaimed.
+type Lifecycle struct {
+	// Reuse is ReuseThread (default) or ReuseNone.
+	Reuse Reuse
+	// Snapshot is when to snapshot; see SnapshotMode.
+	Snapshot SnapshotMode
+	// SnapshotMaxAge, when positive, makes an instance record older than
+	// this (since its last use) stale: it is neither resumed nor restored,
+	// and a fresh sandbox is created.
+	SnapshotMaxAge time.Duration
+	// DestroyOnComplete destroys the sandbox when a run completes or fails
+	// (never when it is detached).
+	DestroyOnComplete bool
+	// KeepAlive, when positive, is the idle time after which the reaper
+	// destroys the sandbox (its record stays, so the next ensure restores
+	// the latest snapshot or creates anew).
+	KeepAlive time.Duration
+}
+
+// SnapshotModeFor resolves the empty mode against the provider's
+// capabilities.
+func (l Lifecycle) SnapshotModeFor(caps Capabilities) SnapshotMode {
+	switch {
+	case l.Snapshot != "":
+		return l.Snapshot
+	case caps.Snapshots:
+		return SnapshotAfterSetup
+	}
+	return SnapshotNone
+}
+
+// Validate checks the lifecycle's values.
+func (l Lifecycle) Validate() error {
+	switch l.Reuse {
+	case "", ReuseThread, ReuseNone:
+	default:
+		return Errorf(InvalidArgument, "lifecycle", "reuse", "%q is not thread or none", l.Reuse)
+	}
+	switch l.Snapshot {
+	case "", SnapshotAfterSetup, SnapshotAfterRun, SnapshotNone:
+	default:
+		return Errorf(InvalidArgument, "lifecycle", "snapshot", "%q is not after-setup, after-run or none", l.Snapshot)
+	}
+	if l.SnapshotMaxAge < 0 || l.KeepAlive < 0 {
+		return Errorf(InvalidArgument, "lifecycle", "", "durations must not be negative")
+	}
+	return nil
+}
+
+// Hooks are called at points of a sandbox instance's life. Every field is
+// optional.
+type Hooks struct {
+	// OnReady runs after the sandbox is ensured (created, resumed or
+	// restored) and before it is handed out; an error fails the ensure.
+	OnReady func(ctx context.Context, h Handle) error
+	// OnError is told of an ensure that failed.
+	OnError func(ctx context.Context, err error)
+	// OnDestroy runs after an instance was destroyed, with its key.
+	OnDestroy func(ctx context.Context, key string)
+	// OnFile is told of file changes the run's watcher sees (see the run
+	// package); errors in it are logged and ignored.
+	OnFile func(ctx context.Context, ev FileEvent)
+}
+
+// Validate checks the definition.
+func (d *Definition) Validate() error {
+	switch {
+	case d == nil:
+		return Errorf(InvalidArgument, "definition", "", "nil definition")
+	case d.ID == "":
+		return Errorf(InvalidArgument, "definition", "", "a definition needs an id")
+	case d.Provider == nil:
+		return Errorf(InvalidArgument, "definition", d.ID, "a definition needs a provider")
+	}
+	if err := d.Workspace.Validate(); err != nil {
+		return err
+	}
+	if err := d.Policy.Validate(); err != nil {
+		return err
+	}
+	return d.Lifecycle.Validate()
+}
+
+// KeyFor returns the sandbox key of this definition for a thread (and, with
+// ReuseNone, a run) and tenant.
+func (d *Definition) KeyFor(thread, run, tenant string) string {
+	t := thread
+	if d.Lifecycle.Reuse == ReuseNone {
+		t = thread + ":" + run
+	}
+	return Key(KeyInput{
+		Thread:        t,
+		Definition:    d.ID,
+		Provider:      d.Provider.Name(),
+		WorkspaceHash: d.Workspace.Hash(),
+		Tenant:        tenant,
+	})
+}

@@ -1,0 +1,207 @@
+package sandbox
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Decision is a policy's verdict on an action.
+type Decision string
+
+// Decisions. The zero value means "not set" and resolves to Ask.
+const (
+	Allow Decision = "allow"
+	Ask   Decision = "ask"
+	Deny  Decision = "deny"
+)
+
+// Valid reports whether d is empty or one of the three decisions.
+func (d Decision) Valid() bool { return d == "" || d == Allow || d == Ask || d == Deny }
+
+// Policy says what an agent may do. Command rules are anchored globs: '*'
+// matches any run of characters except a newline, everything else matches
+// itself, and a pattern must match the whole (trimmed) command. Script
+// aliases match both ways: a rule naming a workspace script matches that
+// script's command, and a command equal to a script's text matches rules
+// naming the script. Precedence is deny > ask > allow > Default, and an
+// unset Default is Ask.
+//
+// FileWrite and Network are coarse gates; Network is handed to the provider
+// at create (NetworkDeny where the provider enforces it).
+type Policy struct {
+	Commands  CommandRules `json:"commands,omitzero"`
+	FileWrite Decision     `json:"fileWrite,omitempty"`
+	Network   Decision     `json:"network,omitempty"`
+	Default   Decision     `json:"default,omitempty"`
+}
+
+// CommandRules are the command patterns of a Policy.
+type CommandRules struct {
+	Allow []string `json:"allow,omitempty"`
+	Ask   []string `json:"ask,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// Validate checks the decisions.
+func (p *Policy) Validate() error {
+	if p == nil {
+		return nil
+	}
+	for name, d := range map[string]Decision{"fileWrite": p.FileWrite, "network": p.Network, "default": p.Default} {
+		if !d.Valid() {
+			return Errorf(InvalidArgument, "policy", name, "decision %q is not allow, ask or deny", d)
+		}
+	}
+	return nil
+}
+
+func (p *Policy) def() Decision {
+	if p == nil || p.Default == "" {
+		return Ask
+	}
+	return p.Default
+}
+
+// HasCommandRules reports whether any command rule is set.
+func (p *Policy) HasCommandRules() bool {
+	return p != nil && len(p.Commands.Allow)+len(p.Commands.Ask)+len(p.Commands.Deny) > 0
+}
+
+// EvaluateCommand returns the decision for a shell command. scripts are the
+// workspace's named scripts, used as aliases.
+func (p *Policy) EvaluateCommand(command string, scripts map[string]string) Decision {
+	if !p.HasCommandRules() {
+		return p.def()
+	}
+	forms := aliases(strings.TrimSpace(command), scripts)
+	matches := func(patterns []string) bool {
+		for _, pat := range patterns {
+			for _, pf := range aliases(pat, scripts) {
+				re := globRegexp(pf)
+				for _, f := range forms {
+					if re.MatchString(f) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	switch {
+	case matches(p.Commands.Deny):
+		return Deny
+	case matches(p.Commands.Ask):
+		return Ask
+	case matches(p.Commands.Allow):
+		return Allow
+	}
+	return p.def()
+}
+
+// Capability returns the decision for a coarse gate ("fileWrite" or
+// "network").
+func (p *Policy) Capability(name string) Decision {
+	if p != nil {
+		switch name {
+		case "fileWrite":
+			if p.FileWrite != "" {
+				return p.FileWrite
+			}
+		case "network":
+			if p.Network != "" {
+				return p.Network
+			}
+		}
+	}
+	return p.def()
+}
+
+// NetworkMode is the gate handed to a provider at create: NetworkDeny when
+// the policy denies network, the provider's default otherwise.
+func (p *Policy) NetworkMode() NetworkMode {
+	if p != nil && p.Network == Deny {
+		return NetworkDeny
+	}
+	return NetworkDefault
+}
+
+// aliases expands s to itself, the script it names, and every script name
+// whose command is s.
+func aliases(s string, scripts map[string]string) []string {
+	out := []string{s}
+	if cmd, ok := scripts[s]; ok {
+		out = append(out, strings.TrimSpace(cmd))
+	}
+	for name, cmd := range scripts {
+		if strings.TrimSpace(cmd) == s {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func globRegexp(pattern string) *regexp.Regexp {
+	parts := strings.Split(pattern, "*")
+	for i, part := range parts {
+		parts[i] = regexp.QuoteMeta(part)
+	}
+	return regexp.MustCompile(`\A` + strings.Join(parts, `[^\n]*`) + `\z`)
+}
+
+// ApprovalKind is what an approval is for.
+type ApprovalKind string
+
+// Approval kinds.
+const (
+	ApproveCommand   ApprovalKind = "command"
+	ApproveFileWrite ApprovalKind = "fileWrite"
+	ApproveNetwork   ApprovalKind = "network"
+	ApproveTool      ApprovalKind = "tool"
+)
+
+// ApprovalID returns the stable id of an approval: the same request gets
+// the same id in every run, so a decision given once is found again.
+func ApprovalID(provider string, kind ApprovalKind, target string) string {
+	return provider + ":" + string(kind) + ":" + target
+}
+
+// ApprovalRequest is an action an agent wants to take.
+type ApprovalRequest struct {
+	Provider string       // the provider's name, part of the id
+	Kind     ApprovalKind // what is asked
+	Target   string       // the command, path, host or tool name
+}
+
+// Resolution is the outcome of Policy.Resolve.
+type Resolution struct {
+	ID            string   // the approval id
+	Decision      Decision // Allow or Deny (never Ask)
+	NeedsApproval bool     // the policy asked and no decision was given yet
+}
+
+// Resolve decides a request. Allow and deny rules are final; on Ask the
+// decisions map (approval id → allowed) is consulted, and a missing entry
+// denies the action for now with NeedsApproval set, so the caller can ask a
+// person and run again with the answer.
+func (p *Policy) Resolve(req ApprovalRequest, scripts map[string]string, decisions map[string]bool) Resolution {
+	id := ApprovalID(req.Provider, req.Kind, req.Target)
+	var d Decision
+	switch req.Kind {
+	case ApproveCommand:
+		d = p.EvaluateCommand(req.Target, scripts)
+	case ApproveFileWrite, ApproveNetwork:
+		d = p.Capability(string(req.Kind))
+	default:
+		d = p.def()
+	}
+	if d != Ask {
+		return Resolution{ID: id, Decision: d}
+	}
+	if allowed, ok := decisions[id]; ok {
+		if allowed {
+			return Resolution{ID: id, Decision: Allow}
+		}
+		return Resolution{ID: id, Decision: Deny}
+	}
+	return Resolution{ID: id, Decision: Deny, NeedsApproval: true}
+}

@@ -160,4 +160,3 @@ func skillName(repo string) string {
 	}
 	return base
 }
-

@@ -252,3 +252,12 @@ func (w *Workspace) AgentsDocument() string {
 	}
 	return b.String()
 }
+
+// SecretsOrEmpty returns the workspace's secrets, or none for a nil
+// workspace.
+func (w *Workspace) SecretsOrEmpty() Secrets {
+	if w == nil {
+		return Secrets{}
+	}
+	return w.Secrets
+}

@@ -1,0 +1,147 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/d10ffeed/corral/provider/docker"
+	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// DefaultID is the definition id when the file sets none.
+const DefaultID = "default"
+
+// ProviderNames lists the providers a config can name.
+func ProviderNames() []string { return []string{docker.Name, local.Name} }
+
+// BuildOptions tune Definition.
+type BuildOptions struct {
+	// Logger is handed to the provider.
+	Logger *slog.Logger
+	// Getenv reads host environment variables for secrets; default
+	// os.LookupEnv.
+	Getenv func(string) (string, bool)
+}
+
+// Definition builds the sandbox definition the file describes, including
+// its provider, and resolves secrets from the environment. Relative paths
+// (source dir, local dirs) are relative to the file's directory.
+func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	fail := func(format string, args ...any) error {
+		return sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, format, args...)
+	}
+	p, err := f.provider(o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	def := &sandbox.Definition{ID: f.ID, Provider: p}
+	if def.ID == "" {
+		def.ID = DefaultID
+	}
+	w := f.Workspace
+	values := map[string]string{}
+	names := make([]string, 0, len(w.Secrets))
+	for n := range w.Secrets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		s := w.Secrets[name]
+		where := f.secretLine(name)
+		if s.Env == "" {
+			return nil, fail("%sworkspace.secrets.%s: set env: the host environment variable that holds it", where, name)
+		}
+		v, ok := getenv(s.Env)
+		if !ok {
+			return nil, fail("%sworkspace.secrets.%s: environment variable %s is not set", where, name, s.Env)
+		}
+		values[name] = v
+	}
+	secrets, err := sandbox.NewSecrets(values)
+	if err != nil {
+		return nil, err
+	}
+	ws := &sandbox.Workspace{Scripts: w.Scripts, Instructions: w.Instructions, Secrets: secrets}
+	if s := w.Source; s != nil {
+		ws.Source = &sandbox.Source{Git: s.Git, Ref: s.Ref, Depth: string(s.Depth), Username: s.Username,
+			TokenSecret: s.TokenSecret, CloneOn: string(s.CloneOn), Dir: f.rel(s.Dir)}
+	}
+	for _, st := range w.Setup {
+		ws.Setup = append(ws.Setup, sandbox.SetupStep{Run: st.Run, Parallel: st.Parallel})
+	}
+	for _, sk := range w.Skills {
+		ws.Skills = append(ws.Skills, sandbox.Skill{Path: sk.Path, Content: sk.Content, Git: sk.Git, Into: sk.Into, TokenSecret: sk.TokenSecret})
+	}
+	if ws.Source != nil || len(ws.Setup)+len(ws.Scripts)+len(ws.Skills) > 0 || ws.Instructions != "" || ws.Secrets.Len() > 0 {
+		def.Workspace = ws
+	}
+	if pol := f.Policy; pol != nil {
+		def.Policy = &sandbox.Policy{
+			Commands:  sandbox.CommandRules{Allow: pol.Commands.Allow, Ask: pol.Commands.Ask, Deny: pol.Commands.Deny},
+			FileWrite: sandbox.Decision(pol.FileWrite),
+			Network:   sandbox.Decision(pol.Network),
+			Default:   sandbox.Decision(pol.Default),
+		}
+	}
+	def.Lifecycle = sandbox.Lifecycle{
+		Reuse:             sandbox.Reuse(f.Lifecycle.Reuse),
+		Snapshot:          sandbox.SnapshotMode(f.Lifecycle.Snapshot),
+		SnapshotMaxAge:    timeOf(f.Lifecycle.SnapshotMaxAge),
+		DestroyOnComplete: f.Lifecycle.DestroyOnComplete,
+		KeepAlive:         timeOf(f.Lifecycle.KeepAlive),
+	}
+	if err := def.Validate(); err != nil {
+		return nil, fail("%v", err)
+	}
+	return def, nil
+}
+
+func (f *File) secretLine(name string) string {
+	for _, s := range f.secretsAt {
+		if s.name == name {
+			return fmt.Sprintf("line %d: ", s.line)
+		}
+	}
+	return ""
+}
+
+// rel makes a relative path relative to the config file's directory.
+func (f *File) rel(p string) string {
+	if p == "" || filepath.IsAbs(p) || f.path == "" {
+		return p
+	}
+	return filepath.Join(filepath.Dir(f.path), p)
+}
+
+func (f *File) provider(log *slog.Logger) (sandbox.Provider, error) {
+	name := f.Provider.Name
+	if name == "" {
+		name = local.Name
+	}
+	switch name {
+	case local.Name:
+		o := f.Provider.Local
+		return local.New(local.Options{Dir: f.rel(o.Dir), BaseDir: f.rel(o.BaseDir), ScrubEnv: o.ScrubEnv, Logger: log})
+	case docker.Name:
+		o := f.Provider.Docker
+		if o.Image == "" {
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, "provider.docker.image is required for the docker provider")
+		}
+		return docker.New(docker.Options{
+			Image: o.Image, Host: o.Host, Workdir: o.Workdir, Network: o.Network, Memory: int64(o.Memory),
+			CPUs: o.CPUs, PidsLimit: o.PidsLimit, User: o.User, Ports: o.Ports, ExtraHosts: o.ExtraHosts, Logger: log,
+		})
+	}
+	return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, "provider.name: unknown provider %q (known: docker, local)", name)
+}
+
+func timeOf(d Duration) time.Duration { return time.Duration(d) }

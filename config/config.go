@@ -1,0 +1,373 @@
+// Package config reads corral.yaml: the sandbox definition the CLI and the
+// daemon run (provider and its options, workspace source, setup, scripts,
+// instructions, skills, secrets from named environment variables, policy
+// and lifecycle).
+//
+// Unknown keys and bad values are errors that name the key and the line.
+// Secret values never appear in the file: each secret names the host
+// environment variable that holds it.
+//
+//	id: my-project
+//	provider:
+//	  name: docker
+//	  docker: {image: node:22, network: bridge}
+//	workspace:
+//	  source: {git: file:///srv/git/app.git, ref: main}
+//	  setup:
+//	    - npm ci
+//	    - parallel: [npm run build, npm run lint]
+//	  scripts: {test: npm test}
+//	  instructions: Keep changes small.
+//	  secrets:
+//	    GITHUB_TOKEN: {env: GITHUB_TOKEN}
+//	policy:
+//	  commands: {allow: [npm test], deny: ["rm -rf *"]}
+//	  network: allow
+//	lifecycle: {reuse: thread, snapshot: after-setup, keepAlive: 30m}
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// DefaultFile is the file looked for in the current directory.
+const DefaultFile = "corral.yaml"
+
+// File is the decoded corral.yaml.
+type File struct {
+	ID        string     `yaml:"id"`
+	Provider  Provider   `yaml:"provider"`
+	Workspace Workspace  `yaml:"workspace"`
+	Policy    *Policy    `yaml:"policy"`
+	Lifecycle Lifecycle  `yaml:"lifecycle"`
+	path      string     // where it was read from
+	secretsAt []secretAt // for errors
+}
+
+// Provider chooses and configures the provider.
+type Provider struct {
+	Name   string        `yaml:"name"`
+	Local  LocalOptions  `yaml:"local"`
+	Docker DockerOptions `yaml:"docker"`
+}
+
+// LocalOptions configure the local provider.
+type LocalOptions struct {
+	Dir      string   `yaml:"dir"`
+	BaseDir  string   `yaml:"baseDir"`
+	ScrubEnv []string `yaml:"scrubEnv"`
+}
+
+// DockerOptions configure the docker provider.
+type DockerOptions struct {
+	Image      string   `yaml:"image"`
+	Host       string   `yaml:"host"`
+	Workdir    string   `yaml:"workdir"`
+	Network    string   `yaml:"network"`
+	Memory     Bytes    `yaml:"memory"`
+	CPUs       float64  `yaml:"cpus"`
+	PidsLimit  int64    `yaml:"pidsLimit"`
+	User       string   `yaml:"user"`
+	Ports      []int    `yaml:"ports"`
+	ExtraHosts []string `yaml:"extraHosts"`
+}
+
+// Workspace is the workspace section.
+type Workspace struct {
+	Source       *Source           `yaml:"source"`
+	Setup        []SetupStep       `yaml:"setup"`
+	Scripts      map[string]string `yaml:"scripts"`
+	Instructions string            `yaml:"instructions"`
+	Skills       []Skill           `yaml:"skills"`
+	Secrets      map[string]Secret `yaml:"secrets"`
+}
+
+// Source is the workspace source.
+type Source struct {
+	Git         string  `yaml:"git"`
+	Ref         string  `yaml:"ref"`
+	Depth       Depth   `yaml:"depth"`
+	Username    string  `yaml:"username"`
+	TokenSecret string  `yaml:"tokenSecret"`
+	CloneOn     CloneOn `yaml:"cloneOn"`
+	Dir         string  `yaml:"dir"`
+}
+
+// Skill is a file skill (path + content) or a git skill pack.
+type Skill struct {
+	Path        string `yaml:"path"`
+	Content     string `yaml:"content"`
+	Git         string `yaml:"git"`
+	Into        string `yaml:"into"`
+	TokenSecret string `yaml:"tokenSecret"`
+}
+
+// Secret names the host environment variable holding a secret's value.
+type Secret struct {
+	Env string `yaml:"env"`
+}
+
+type secretAt struct {
+	name string
+	line int
+}
+
+// Policy is the policy section.
+type Policy struct {
+	Commands struct {
+		Allow []string `yaml:"allow"`
+		Ask   []string `yaml:"ask"`
+		Deny  []string `yaml:"deny"`
+	} `yaml:"commands"`
+	FileWrite Decision `yaml:"fileWrite"`
+	Network   Decision `yaml:"network"`
+	Default   Decision `yaml:"default"`
+}
+
+// Lifecycle is the lifecycle section.
+type Lifecycle struct {
+	Reuse             Reuse        `yaml:"reuse"`
+	Snapshot          SnapshotMode `yaml:"snapshot"`
+	SnapshotMaxAge    Duration     `yaml:"snapshotMaxAge"`
+	DestroyOnComplete bool         `yaml:"destroyOnComplete"`
+	KeepAlive         Duration     `yaml:"keepAlive"`
+}
+
+// Find returns the config file to use: path when given (it must exist),
+// else corral.yaml in the current directory when there is one, else "".
+func Find(path string) (string, error) {
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return "", sandbox.Errorf(sandbox.InvalidArgument, "config", path, "cannot read the config file: %v", errors.Unwrap(err))
+		}
+		return path, nil
+	}
+	if _, err := os.Stat(DefaultFile); err == nil {
+		return DefaultFile, nil
+	}
+	return "", nil
+}
+
+// Load reads and checks a config file.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", path, "cannot read the config file: %v", errors.Unwrap(err))
+	}
+	f, err := Parse(data)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", path, "%s", err.Error())
+	}
+	f.path = path
+	return f, nil
+}
+
+// Parse decodes and checks config text.
+func Parse(data []byte) (*File, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &f, nil // an empty file is the default definition
+		}
+		return nil, tidyYAMLError(err)
+	}
+	// Record where each secret was declared, for error messages.
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err == nil {
+		if n := lookup(&root, "workspace", "secrets"); n != nil && n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				f.secretsAt = append(f.secretsAt, secretAt{name: n.Content[i].Value, line: n.Content[i].Line})
+			}
+		}
+	}
+	return &f, nil
+}
+
+var fieldNotFound = regexp.MustCompile(`field (\S+) not found in type (\S+)`)
+
+// tidyYAMLError rewrites yaml.v3's messages to name the key plainly.
+func tidyYAMLError(err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs := make([]string, len(te.Errors))
+		for i, m := range te.Errors {
+			m = fieldNotFound.ReplaceAllString(m, `unknown key "$1"`)
+			m = strings.Replace(m, "cannot unmarshal ", "bad value: cannot read ", 1)
+			msgs[i] = m
+		}
+		return errors.New(strings.Join(msgs, "; "))
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+func lookup(n *yaml.Node, path ...string) *yaml.Node {
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for _, key := range path {
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
+}
+
+// SetupStep is a setup entry: a command string, or {parallel: [...]}.
+type SetupStep struct {
+	Run      string
+	Parallel []string
+}
+
+// UnmarshalYAML reads either form.
+func (s *SetupStep) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		if strings.TrimSpace(n.Value) == "" {
+			return fmt.Errorf("line %d: setup: empty command", n.Line)
+		}
+		s.Run = n.Value
+		return nil
+	}
+	var p struct {
+		Parallel []string `yaml:"parallel"`
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: setup: want a command or {parallel: [commands]}", n.Line)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i].Value; k != "parallel" {
+			return fmt.Errorf("line %d: setup: unknown key %q (want parallel)", n.Content[i].Line, k)
+		}
+	}
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	if len(p.Parallel) == 0 {
+		return fmt.Errorf("line %d: setup: parallel needs at least one command", n.Line)
+	}
+	s.Parallel = p.Parallel
+	return nil
+}
+
+// enum decodes a string that must be one of a set.
+func enum(n *yaml.Node, key string, allowed ...string) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", fmt.Errorf("line %d: %s: want one of %s", n.Line, key, strings.Join(allowed, ", "))
+	}
+	for _, a := range allowed {
+		if n.Value == a {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("line %d: %s: %q is not one of %s", n.Line, key, n.Value, strings.Join(allowed, ", "))
+}
+
+// Decision is allow, ask or deny.
+type Decision string
+
+// UnmarshalYAML checks the value.
+func (d *Decision) UnmarshalYAML(n *yaml.Node) error {
+	v, err := enum(n, "decision", "allow", "ask", "deny")
+	*d = Decision(v)
+	return err
+}
+
+// Reuse is thread or none.
+type Reuse string
+
+// UnmarshalYAML checks the value.
+func (r *Reuse) UnmarshalYAML(n *yaml.Node) error {
+	v, err := enum(n, "lifecycle.reuse", "thread", "none")
+	*r = Reuse(v)
+	return err
+}
+
+// SnapshotMode is after-setup, after-run or none.
+type SnapshotMode string
+
+// UnmarshalYAML checks the value.
+func (s *SnapshotMode) UnmarshalYAML(n *yaml.Node) error {
+	v, err := enum(n, "lifecycle.snapshot", "after-setup", "after-run", "none")
+	*s = SnapshotMode(v)
+	return err
+}
+
+// CloneOn is host or sandbox.
+type CloneOn string
+
+// UnmarshalYAML checks the value.
+func (c *CloneOn) UnmarshalYAML(n *yaml.Node) error {
+	v, err := enum(n, "source.cloneOn", "host", "sandbox")
+	*c = CloneOn(v)
+	return err
+}
+
+// Depth is a clone depth: a positive number or "full".
+type Depth string
+
+// UnmarshalYAML checks the value.
+func (d *Depth) UnmarshalYAML(n *yaml.Node) error {
+	if _, err := sandbox.ParseDepth(n.Value); err != nil || n.Kind != yaml.ScalarNode || n.Value == "" {
+		return fmt.Errorf("line %d: source.depth: %q is not a positive number or full", n.Line, n.Value)
+	}
+	*d = Depth(n.Value)
+	return nil
+}
+
+// Duration is a Go duration such as 30m or 24h.
+type Duration time.Duration
+
+// UnmarshalYAML parses the duration.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 || n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: bad duration %q (write it like 90s, 30m or 24h)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Bytes is a size: a number of bytes, or a number with a k, m or g suffix
+// (powers of 1024).
+type Bytes int64
+
+// UnmarshalYAML parses the size.
+func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
+	s := strings.ToLower(strings.TrimSpace(n.Value))
+	mult := int64(1)
+	for suffix, m := range map[string]int64{"k": 1 << 10, "m": 1 << 20, "g": 1 << 30} {
+		if t, ok := strings.CutSuffix(strings.TrimSuffix(s, "b"), suffix); ok && t != s {
+			s, mult = t, m
+			break
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 || n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: bad size %q (write it like 512m or 2g)", n.Line, n.Value)
+	}
+	*b = Bytes(v * mult)
+	return nil
+}

@@ -1,0 +1,159 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/config"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+const full = `id: app
+provider:
+  name: local
+workspace:
+  source: {git: file:///srv/app.git, ref: main, depth: full}
+  setup:
+    - npm ci
+    - parallel: [npm run build, npm run lint]
+  scripts: {test: npm test}
+  instructions: Be careful.
+  skills:
+    - {path: docs/x.md, content: hi}
+  secrets:
+    TOKEN: {env: CORRAL_T_TOKEN}
+policy:
+  commands: {allow: [npm test], deny: ["rm -rf *"]}
+  network: deny
+lifecycle: {reuse: none, snapshot: none, snapshotMaxAge: 24h, keepAlive: 30m, destroyOnComplete: true}
+`
+
+func TestFullConfig(t *testing.T) {
+	f, err := config.Parse([]byte(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := f.Definition(config.BuildOptions{Getenv: func(k string) (string, bool) {
+		if k == "CORRAL_T_TOKEN" {
+			return "s3cret", true
+		}
+		return "", false
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.ID != "app" || def.Provider.Name() != "local" {
+		t.Errorf("def = %+v", def)
+	}
+	ws := def.Workspace
+	if ws.Source.Git != "file:///srv/app.git" || ws.Source.Depth != "full" || len(ws.Setup) != 2 || len(ws.Setup[1].Parallel) != 2 {
+		t.Errorf("workspace = %+v", ws)
+	}
+	if v, _ := ws.Secrets.Value("TOKEN"); v != "s3cret" {
+		t.Error("secret not resolved")
+	}
+	if def.Policy.Network != sandbox.Deny || def.Policy.EvaluateCommand("npm test", nil) != sandbox.Allow {
+		t.Errorf("policy = %+v", def.Policy)
+	}
+	lc := def.Lifecycle
+	if lc.Reuse != sandbox.ReuseNone || lc.KeepAlive != 30*time.Minute || lc.SnapshotMaxAge != 24*time.Hour || !lc.DestroyOnComplete {
+		t.Errorf("lifecycle = %+v", lc)
+	}
+}
+
+func TestEmptyConfigIsTheDefault(t *testing.T) {
+	f, err := config.Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := f.Definition(config.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.ID != config.DefaultID || def.Provider.Name() != "local" || def.Workspace != nil {
+		t.Errorf("default definition = %+v", def)
+	}
+}
+
+func TestErrorsNameKeyAndLine(t *testing.T) {
+	for _, tt := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown top-level key", "id: x\nbogus: 1\n", []string{"line 2", `unknown key "bogus"`}},
+		{"unknown nested key", "workspace:\n  setup: [a]\n  sorce: {}\n", []string{"line 3", `unknown key "sorce"`}},
+		{"bad reuse", "lifecycle:\n  reuse: sometimes\n", []string{"line 2", "lifecycle.reuse", `"sometimes"`}},
+		{"bad duration", "lifecycle:\n  keepAlive: forever\n", []string{"line 2", `bad duration "forever"`}},
+		{"bad decision", "policy:\n  network: maybe\n", []string{"line 2", `"maybe"`}},
+		{"bad depth", "workspace:\n  source: {git: x/y, depth: -3}\n", []string{"line 2", "source.depth"}},
+		{"bad setup", "workspace:\n  setup:\n    - {paralel: [a]}\n", []string{"line 3", `unknown key "paralel"`}},
+		{"bad type", "provider:\n  docker:\n    cpus: lots\n", []string{"line 3", "bad value"}},
+		{"bad yaml", "id: [\n", []string{"line"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tt.yaml))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unset secret", "workspace:\n  secrets:\n    TOKEN: {env: CORRAL_T_UNSET_VAR}\n", []string{"line 3", "TOKEN", "CORRAL_T_UNSET_VAR is not set"}},
+		{"unknown provider", "provider: {name: vm}\n", []string{`unknown provider "vm"`}},
+		{"docker without image", "provider: {name: docker}\n", []string{"provider.docker.image is required"}},
+		{"unknown token secret", "workspace:\n  source: {git: x/y, tokenSecret: NOPE}\n", []string{`unknown secret "NOPE"`}},
+		{"dash value", "workspace:\n  source: {git: --upload-pack=x}\n", []string{"starts with '-'"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := config.Parse([]byte(tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Definition(config.BuildOptions{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadRelativePaths(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "corral.yaml")
+	if err := os.WriteFile(p, []byte("workspace:\n  source: {dir: src}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := f.Definition(config.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := def.Workspace.Source.Dir; got != filepath.Join(dir, "src") {
+		t.Errorf("source dir %q, want it relative to the config file", got)
+	}
+	if _, err := config.Load(filepath.Join(dir, "nope.yaml")); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		t.Errorf("missing file: %v", err)
+	}
+}

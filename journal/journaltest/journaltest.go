@@ -1,0 +1,421 @@
+// Package journaltest is the journal conformance suite: it runs the
+// journal's writer, readers, probe, kill and sweep against a real provider.
+// Any provider that runs corral's durable runs must pass it.
+package journaltest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/journal"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// Harness says how to make sandboxes for the suite.
+type Harness struct {
+	Provider sandbox.Provider
+	// Options, when set, returns the options for each fresh sandbox.
+	Options func(t *testing.T) sandbox.CreateOptions
+}
+
+// Run runs the suite as subtests of t, for every strategy the provider can
+// use (follow only where processes are killable and run in the
+// background).
+func Run(t *testing.T, h Harness) {
+	strategies := []journal.Strategy{journal.Poll}
+	caps := h.Provider.Capabilities()
+	if journal.StrategyFor(caps) == journal.Follow {
+		strategies = append(strategies, journal.Follow)
+	} else {
+		t.Logf("follow strategy not used: provider %q does not claim backgroundProcesses and killableProcesses", h.Provider.Name())
+	}
+	s := &suite{h: h}
+	t.Run("HostileRunID", s.testHostileRunID)
+	t.Run("Probe", s.testProbe)
+	t.Run("KillTree", s.testKill)
+	t.Run("Sweep", s.testSweep)
+	for _, st := range strategies {
+		t.Run(string(st), func(t *testing.T) {
+			t.Run("LinesAndExit", func(t *testing.T) { s.testLinesAndExit(t, st) })
+			t.Run("ResumeFromOffset", func(t *testing.T) { s.testResume(t, st) })
+			t.Run("ExitInsideAgent", func(t *testing.T) { s.testExitInside(t, st) })
+			t.Run("ForgedSentinel", func(t *testing.T) { s.testForged(t, st) })
+			t.Run("FirstByteDeadline", func(t *testing.T) { s.testStalled(t, st) })
+			t.Run("AgentLost", func(t *testing.T) { s.testLost(t, st) })
+			t.Run("ReaderCancelLeavesAgent", func(t *testing.T) { s.testReaderCancel(t, st) })
+		})
+	}
+}
+
+type suite struct{ h Harness }
+
+func (s *suite) sandbox(t *testing.T) (context.Context, sandbox.Handle) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	var opts sandbox.CreateOptions
+	if s.h.Options != nil {
+		opts = s.h.Options(t)
+	}
+	h, err := s.h.Provider.Create(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer dcancel()
+		_ = h.Destroy(dctx)
+	})
+	return ctx, h
+}
+
+var runSeq sync.Mutex
+var runN int
+
+func runID(prefix string) string {
+	runSeq.Lock()
+	defer runSeq.Unlock()
+	runN++
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), runN)
+}
+
+// start launches a shell agent journaled under a fresh run id.
+func start(t *testing.T, ctx context.Context, h sandbox.Handle, script string) (journal.Paths, string) {
+	t.Helper()
+	p, err := journal.PathsFor("", runID("jt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := journal.NewNonce()
+	if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: script}}); err != nil {
+		t.Fatal(err)
+	}
+	return p, nonce
+}
+
+func reader(h sandbox.Handle, p journal.Paths, nonce string, st journal.Strategy) *journal.Reader {
+	return &journal.Reader{Handle: h, Paths: p, Nonce: nonce, Strategy: st, PollInterval: 50 * time.Millisecond}
+}
+
+func collect(t *testing.T, ctx context.Context, r *journal.Reader, from int64) ([]journal.Line, journal.Exit, error) {
+	t.Helper()
+	var lines []journal.Line
+	exit, err := r.Read(ctx, from, func(l journal.Line) error {
+		lines = append(lines, l)
+		return nil
+	})
+	return lines, exit, err
+}
+
+func texts(lines []journal.Line) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = string(l.Data)
+	}
+	return out
+}
+
+func (s *suite) testLinesAndExit(t *testing.T, st journal.Strategy) {
+	ctx, h := s.sandbox(t)
+	p, nonce := start(t, ctx, h, `echo '{"n":1}'; echo to-stderr >&2; printf 'par'; sleep 0.3; printf 'tial\ntwo\n\nthree\n'; printf 'no newline at end'; exit 3`)
+	lines, exit, err := collect(t, ctx, reader(h, p, nonce, st), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A line written in two pieces arrives once, whole; stderr stays out;
+	// an unterminated last line is ended by the wrapper.
+	want := []string{`{"n":1}`, "partial", "two", "", "three", "no newline at end"}
+	if strings.Join(texts(lines), "|") != strings.Join(want, "|") {
+		t.Errorf("lines %q, want %q", texts(lines), want)
+	}
+	if exit.Code != 3 {
+		t.Errorf("exit code %d, want 3", exit.Code)
+	}
+	for i := 1; i < len(lines); i++ {
+		if lines[i].End <= lines[i-1].End {
+			t.Errorf("offsets not increasing: %v", lines)
+		}
+	}
+	if exit.End <= lines[len(lines)-1].End {
+		t.Errorf("exit end %d not after the last line %d", exit.End, lines[len(lines)-1].End)
+	}
+	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"cat", p.Err}})
+	if err != nil || string(res.Stdout) != "to-stderr\n" {
+		t.Errorf("stderr sidecar = %q, %v", res.Stdout, err)
+	}
+}
+
+func (s *suite) testResume(t *testing.T, st journal.Strategy) {
+	ctx, h := s.sandbox(t)
+	p, nonce := start(t, ctx, h, `for i in 1 2 3 4 5; do echo "line $i"; done`)
+	all, exit, err := collect(t, ctx, reader(h, p, nonce, st), 0)
+	if err != nil || len(all) != 5 || exit.Code != 0 {
+		t.Fatalf("first read: %q %+v %v", texts(all), exit, err)
+	}
+	rest, exit2, err := collect(t, ctx, reader(h, p, nonce, st), all[1].End)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(texts(rest), "|") != "line 3|line 4|line 5" || exit2 != exit {
+		t.Errorf("from offset %d: %q %+v", all[1].End, texts(rest), exit2)
+	}
+	for i, l := range rest {
+		if l.End != all[i+2].End {
+			t.Errorf("offset of %q = %d, want %d", l.Data, l.End, all[i+2].End)
+		}
+	}
+}
+
+func (s *suite) testExitInside(t *testing.T, st journal.Strategy) {
+	ctx, h := s.sandbox(t)
+	p, nonce := start(t, ctx, h, `echo before; exit 7; echo never`)
+	lines, exit, err := collect(t, ctx, reader(h, p, nonce, st), 0)
+	if err != nil || exit.Code != 7 || len(lines) != 1 {
+		t.Errorf("lines %q exit %+v err %v; want [before] and exit 7", texts(lines), exit, err)
+	}
+}
+
+func (s *suite) testForged(t *testing.T, st journal.Strategy) {
+	ctx, h := s.sandbox(t)
+	fake := string(journal.SentinelLine(0, journal.NewNonce()))
+	// The agent prints a sentinel with a nonce of its own, and tries to
+	// find the real one in its environment and its parent's.
+	p, nonce := start(t, ctx, h, `printf '%s' "$1"; printf '{"__exit":0}\n'; printf '{"__exit":"0","__nonce":"x"}\n';
+		env | grep -c `+journal.NonceEnv+` || true; (tr '\0' '\n' < /proc/$PPID/environ) 2>/dev/null | grep -c `+journal.NonceEnv+` || true; sleep 0.2; exit 4`)
+	_ = fake
+	lines, exit, err := collect(t, ctx, reader(h, p, nonce, st), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit.Code != 4 {
+		t.Errorf("exit %d, want 4: a forged sentinel must be read as data", exit.Code)
+	}
+	for _, l := range lines {
+		if strings.Contains(string(l.Data), nonce) {
+			t.Errorf("the agent saw the nonce: %q", l.Data)
+		}
+	}
+}
+
+func (s *suite) testStalled(t *testing.T, st journal.Strategy) {
+	ctx, h := s.sandbox(t)
+	p, err := journal.PathsFor("", runID("never-started"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reader(h, p, journal.NewNonce(), st)
+	r.FirstByteTimeout = 700 * time.Millisecond
+	begin := time.Now()
+	_, _, err = collect(t, ctx, r, 0)
+	if !errors.Is(err, journal.ErrStalled) {
+		t.Errorf("got %v, want ErrStalled", err)
+	}
+	if d := time.Since(begin); d > 30*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func (s *suite) testLost(t *testing.T, st journal.Strategy) {
+	ctx, h := s.sandbox(t)
+	p, nonce := start(t, ctx, h, `echo started; sleep 60`)
+	// Kill the wrapper and its agent hard: no sentinel can be written.
+	// Kill the wrapper hard: no sentinel can be written. (Its orphaned
+	// agent goes with the sandbox.)
+	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `
+		while ! grep -q started "$1" 2>/dev/null; do sleep 0.05; done
+		IFS= read -r l <"$1"; p=${l#*:}; p=${p%\}}
+		kill -9 "$p"`, "sh", p.Journal}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("killing the wrapper: %v %+v", err, res)
+	}
+	lines, _, err := collect(t, ctx, reader(h, p, nonce, st), 0)
+	if !errors.Is(err, journal.ErrLost) {
+		t.Errorf("got %v (lines %q), want ErrLost", err, texts(lines))
+	}
+}
+
+func (s *suite) testReaderCancel(t *testing.T, st journal.Strategy) {
+	ctx, h := s.sandbox(t)
+	p, nonce := start(t, ctx, h, `echo one; while [ ! -e /tmp/`+"go-$$"+` ] && [ ! -e "$HOME/.never" ]; do sleep 0.05; [ -e gate ] && break; done; echo two`)
+	rctx, cancel := context.WithCancel(ctx)
+	var first journal.Line
+	_, err := reader(h, p, nonce, st).Read(rctx, 0, func(l journal.Line) error {
+		first = l
+		cancel()
+		return nil
+	})
+	if sandbox.CodeOf(err) != sandbox.Canceled {
+		t.Fatalf("a cancelled read: %v", err)
+	}
+	// The agent keeps going without a reader; a new reader resumes.
+	if err := h.FS().WriteFile(ctx, "gate", nil); err != nil {
+		t.Fatal(err)
+	}
+	rest, exit, err := collect(t, ctx, reader(h, p, nonce, st), first.End)
+	if err != nil || strings.Join(texts(rest), "|") != "two" || exit.Code != 0 {
+		t.Errorf("after the reader left: %q %+v %v", texts(rest), exit, err)
+	}
+}
+
+func (s *suite) testHostileRunID(t *testing.T) {
+	ctx, h := s.sandbox(t)
+	canary := "/tmp/corral-canary-" + fmt.Sprint(time.Now().UnixNano())
+	id := "rp-a;touch " + canary + ";b c/d$(touch " + canary + ")-`touch " + canary + "`"
+	p, err := journal.PathsFor("", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := journal.NewNonce()
+	if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Args: []string{"echo", "hostile"}}}); err != nil {
+		t.Fatal(err)
+	}
+	lines, exit, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0)
+	if err != nil || len(lines) != 1 || exit.Code != 0 {
+		t.Fatalf("%q %+v %v", texts(lines), exit, err)
+	}
+	res, _ := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `test -e "$1" && echo EXISTS; ls "$2"`, "sh", canary, p.Dir}})
+	if strings.Contains(string(res.Stdout), "EXISTS") {
+		t.Fatal("the run id was executed as shell text")
+	}
+	if !strings.Contains(string(res.Stdout), p.Token+".ndjson") {
+		t.Errorf("journal file %s.ndjson not in %q", p.Token, res.Stdout)
+	}
+	if back, err := journal.DecodeToken(p.Token); err != nil || back != id {
+		t.Errorf("decode = %q, %v", back, err)
+	}
+}
+
+func (s *suite) testProbe(t *testing.T) {
+	ctx, h := s.sandbox(t)
+	p, nonce := start(t, ctx, h, `echo hi; while [ ! -e gate ]; do sleep 0.05; done; exit 5`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := journal.Probe(ctx, h, p, nonce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Started {
+			if !st.Alive || st.Finished {
+				t.Errorf("running: %+v", st)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never started")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := h.FS().WriteFile(ctx, "gate", nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := journal.Probe(ctx, h, p, nonce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Finished {
+			if st.ExitCode != 5 {
+				t.Errorf("finished: %+v", st)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never finished: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	missing, _ := journal.PathsFor("", runID("missing"))
+	if st, err := journal.Probe(ctx, h, missing, nonce); err != nil || st.Exists || st.Finished {
+		t.Errorf("missing journal: %+v %v", st, err)
+	}
+}
+
+func (s *suite) testKill(t *testing.T) {
+	ctx, h := s.sandbox(t)
+	p, nonce := start(t, ctx, h, `( while [ ! -e hb.stop ]; do echo . >> hb; sleep 0.05; done ) & echo started; wait`)
+	t.Cleanup(func() { _ = h.FS().WriteFile(context.Background(), "hb.stop", nil) })
+	size := func() int64 {
+		fi, err := h.FS().Stat(ctx, "hb")
+		if err != nil {
+			return 0
+		}
+		return fi.Size
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for size() < 4 {
+		if time.Now().After(deadline) {
+			t.Fatal("no heartbeat")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := journal.Kill(ctx, h, p, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	a := size()
+	time.Sleep(500 * time.Millisecond)
+	if b := size(); a != b {
+		t.Errorf("the heartbeat went on after Kill: %d -> %d", a, b)
+	}
+	_, exit, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0)
+	if err != nil {
+		t.Fatalf("after Kill the wrapper must still record the exit: %v", err)
+	}
+	if exit.Code != 143 && exit.Code != 137 {
+		t.Errorf("exit %d, want 143 (SIGTERM) or 137", exit.Code)
+	}
+	if err := journal.Kill(ctx, h, p, time.Second); err != nil {
+		t.Errorf("killing a finished run: %v", err)
+	}
+}
+
+func (s *suite) testSweep(t *testing.T) {
+	ctx, h := s.sandbox(t)
+	dir := "/tmp/corral-sweep-" + fmt.Sprint(time.Now().UnixNano())
+	t.Cleanup(func() { _, _ = h.Exec(context.Background(), sandbox.Command{Args: []string{"rm", "-rf", dir}}) })
+	var ids []string
+	for i := range 3 {
+		id := runID(fmt.Sprintf("sweep%d", i))
+		ids = append(ids, id)
+		p, _ := journal.PathsFor(dir, id)
+		nonce := journal.NewNonce()
+		if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: "echo x; echo e >&2"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.Exec(ctx, sandbox.Command{Args: []string{"touch", dir + "/stray_1.ndjson", dir + "/notes.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := journal.Sweep(ctx, h, dir, 10, func(_ context.Context, id string) (bool, error) {
+		switch id {
+		case ids[0]:
+			return true, nil
+		case ids[1]:
+			return false, nil
+		}
+		return false, errors.New("store down")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Deleted) != 1 || res.Deleted[0] != ids[0] || len(res.Kept) != 2 || len(res.Skipped) != 2 || res.Listed != 8 {
+		t.Errorf("sweep = %+v", res)
+	}
+	out, _ := h.Exec(ctx, sandbox.Command{Args: []string{"ls", dir}})
+	p0, _ := journal.PathsFor(dir, ids[0])
+	p1, _ := journal.PathsFor(dir, ids[1])
+	if strings.Contains(string(out.Stdout), p0.Token) || !strings.Contains(string(out.Stdout), p1.Token+".err") {
+		t.Errorf("after sweep: %q", out.Stdout)
+	}
+	empty, err := journal.Sweep(ctx, h, dir+"-missing", 10, func(context.Context, string) (bool, error) { return true, nil })
+	if err != nil || empty.Listed != 0 {
+		t.Errorf("missing dir: %+v %v", empty, err)
+	}
+}

@@ -243,3 +243,17 @@ func Sweep(ctx context.Context, h sandbox.Handle, dir string, maxDeletes int, fi
 	}
 	return out, nil
 }
+
+// ErrTail returns up to n bytes from the end of a run's stderr sidecar, or
+// "" when there is none.
+func ErrTail(ctx context.Context, h sandbox.Handle, p Paths, n int) (string, error) {
+	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `[ -f "$1" ] && tail -c "$2" "$1" | base64; exit 0`, "corral-errtail", p.Err, strconv.Itoa(n)}})
+	if err != nil {
+		return "", err
+	}
+	b, err := decodeBase64(res.Stdout)
+	if err != nil {
+		return "", sandbox.Wrap(sandbox.Internal, "journal.errtail", p.Token, err)
+	}
+	return string(b), nil
+}

@@ -12,11 +12,11 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(runCLI(os.Args[1:]))
 }
 
-// run executes the CLI with args and returns the process exit code.
-func run(args []string) int {
+// runCLI executes the CLI with args and returns the process exit code.
+func runCLI(args []string) int {
 	root := newRootCmd()
 	root.SetArgs(args)
 	err := root.Execute()
@@ -45,7 +45,7 @@ Docker containers, cloud sandboxes) behind one contract.`,
 		SilenceErrors: true,
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
-	root.AddCommand(newVersionCmd(), newProvidersCmd(), newExecCmd(), newUpCmd(), newDownCmd())
+	root.AddCommand(newVersionCmd(), newProvidersCmd(), newExecCmd(), newUpCmd(), newDownCmd(), newRunCmd(), newAttachCmd(), newPsCmd(), newLogsCmd(), newCancelCmd(), newReapCmd())
 	return root
 }
 

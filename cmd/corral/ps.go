@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/d10ffeed/corral/store"
+	"github.com/spf13/cobra"
+)
+
+func newPsCmd() *cobra.Command {
+	var (
+		sf     stateFlags
+		all    bool
+		asJSON bool
+		thread string
+	)
+	cmd := &cobra.Command{
+		Use:   "ps",
+		Short: "List runs (running ones; --all for every run)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			st, err := sf.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			f := store.RunFilter{ThreadID: thread, Tenant: sf.tenant}
+			if !all {
+				f.Statuses = []store.RunStatus{store.RunRunning}
+			}
+			runs, err := st.ListRuns(ctx, f)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if runs == nil {
+					runs = []store.Run{}
+				}
+				for i := range runs {
+					runs[i].JournalNonce = "" // a secret of the run; never printed
+				}
+				return enc.Encode(runs)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tTHREAD\tHARNESS\tSTATUS\tEXIT\tSTARTED\tDETACHED")
+			for _, r := range runs {
+				exit := "-"
+				if r.ExitCode != nil {
+					exit = fmt.Sprint(*r.ExitCode)
+				}
+				detached := "-"
+				if !r.DetachedSince.IsZero() {
+					detached = ago(r.DetachedSince)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.ThreadID, r.Harness, r.Status, exit, ago(r.CreatedAt), detached)
+			}
+			return tw.Flush()
+		},
+	}
+	sf.register(cmd)
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "include finished runs")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&thread, "thread", "", "only runs of this thread")
+	return cmd
+}
+
+func ago(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/d10ffeed/corral/run"
+	"github.com/spf13/cobra"
+)
+
+func newReapCmd() *cobra.Command {
+	var (
+		sf     stateFlags
+		ttl    time.Duration
+		max    int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "reap",
+		Short: "Finalize finished detached runs, expire abandoned ones, reclaim idle sandboxes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			r, st, err := sf.openRunner(ctx, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			defer r.Close(context.WithoutCancel(ctx))
+			rep, err := r.Reap(ctx, run.ReapOptions{TTL: ttl, MaxRuns: max})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			if rep.Skipped {
+				fmt.Fprintln(out, "another process is reaping; skipped")
+				return nil
+			}
+			for _, o := range rep.Runs {
+				line := fmt.Sprintf("%s %s", o.RunID, o.Outcome)
+				if o.Status != "" {
+					line += " (" + string(o.Status) + ")"
+				}
+				if o.Error != "" {
+					line += ": " + o.Error
+				}
+				fmt.Fprintln(out, line)
+			}
+			fmt.Fprintf(out, "%d runs looked at; %d finalized, %d expired; %d idle sandboxes reclaimed\n",
+				len(rep.Runs), rep.Count(run.ReapFinalized), rep.Count(run.ReapExpired), rep.Idle)
+			return nil
+		},
+	}
+	sf.register(cmd)
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "cancel runs detached longer than this (0: never)")
+	cmd.Flags().IntVar(&max, "max", 25, "most runs to look at")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/d10ffeed/corral/harness/command"
+	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+	"github.com/spf13/cobra"
+)
+
+func defsOf(d *sandbox.Definition) []*sandbox.Definition { return []*sandbox.Definition{d} }
+
+func newRunCmd() *cobra.Command {
+	var (
+		sf     stateFlags
+		thread string
+		detach bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- CMD [ARGS...]",
+		Short: "Start a durable run and stream its output",
+		Long: `Start a durable run of a command in the thread's sandbox (from corral.yaml or
+--config) and stream its output. The command writes to a journal inside the
+sandbox, so the run survives this process: Ctrl-C detaches (the run goes
+on; "corral attach RUN" picks it up), "corral cancel RUN" stops it. corral
+exits with the command's exit code.`,
+		Example: `  corral run -- sh -c 'for i in $(seq 1 50); do echo $i; sleep 0.1; done'
+  corral run --thread t1 --detach -- make test`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("no command given: corral run [flags] -- CMD [ARGS...]")
+			}
+			ctx := cmd.Context()
+			r, st, err := sf.openRunner(ctx, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			def, _ := sf.definition()
+			rec, err := r.Start(ctx, run.StartRequest{Definition: def.ID, Thread: thread, Tenant: sf.tenant, Harness: command.Name, Args: args})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s)\n", rec.ID, rec.ThreadID)
+			if detach {
+				if err := r.WaitStarted(ctx, rec.ID); err != nil {
+					return err
+				}
+				return detachAndReport(cmd, r, st, rec.ID, nil)
+			}
+			return streamRun(cmd, r, st, rec.ID, 0, false)
+		},
+	}
+	sf.register(cmd)
+	cmd.Flags().StringVar(&thread, "thread", "", "thread the run belongs to (default: a new one)")
+	cmd.Flags().BoolVar(&detach, "detach", false, "start the run, print its id and return")
+	return cmd
+}
+
+// streamRun prints the run's events after offset until it ends; Ctrl-C
+// detaches. With takeover it first takes the run over when nobody drives
+// it. It returns an exitError carrying the agent's exit code.
+func streamRun(cmd *cobra.Command, r *run.Runner, st store.Store, runID string, after int64, takeover bool) error {
+	sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	p := &printer{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), last: after}
+	var err error
+	if takeover {
+		err = r.Attach(sigCtx, runID, after, p.print)
+	} else {
+		err = r.Follow(sigCtx, runID, after, p.print)
+	}
+	if sigCtx.Err() != nil && cmd.Context().Err() == nil {
+		return detachAndReport(cmd, r, st, runID, p)
+	}
+	if err != nil {
+		return err
+	}
+	if err := r.Wait(cmd.Context(), runID); err != nil {
+		return err
+	}
+	rec, _, err := st.GetRun(cmd.Context(), runID)
+	if err != nil {
+		return err
+	}
+	return runExit(rec)
+}
+
+// detachAndReport detaches the run, prints what was appended but not yet
+// printed (so "corral attach" continues exactly where this left off), and
+// says how to come back.
+func detachAndReport(cmd *cobra.Command, r *run.Runner, st store.Store, runID string, p *printer) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 30*time.Second)
+	defer cancel()
+	if err := r.Detach(ctx, runID); err != nil {
+		return err
+	}
+	if p != nil {
+		evs, err := st.ReadEvents(ctx, runID, p.last, 0)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if err := p.print(e); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "corral: detached; run %s goes on. Attach with: corral attach %s\n", runID, runID)
+	return &exitError{code: 130}
+}
+
+// runExit turns a finished run into the CLI's exit.
+func runExit(rec store.Run) error {
+	switch {
+	case rec.Status == store.RunCompleted:
+		return nil
+	case rec.ExitCode != nil && *rec.ExitCode != 0:
+		return &exitError{code: *rec.ExitCode}
+	case rec.Status.Terminal():
+		msg := string(rec.Status)
+		if rec.Error != "" {
+			msg += ": " + rec.Error
+		}
+		return &exitError{code: 1, err: fmt.Errorf("run %s %s", rec.ID, msg)}
+	}
+	return nil
+}

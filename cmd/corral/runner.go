@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/command"
+	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox/bootstrap"
+	"github.com/d10ffeed/corral/store"
+)
+
+// openRunner loads the definition and store the flags name and returns a
+// runner over them. The caller closes both.
+func (f *stateFlags) openRunner(ctx context.Context, out io.Writer) (*run.Runner, store.Store, error) {
+	def, err := f.definition()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.openStore(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := run.New(st, defsOf(def), []harness.Harness{command.Harness{}}, run.Options{
+		Logger: logger(),
+		OnStep: func(_ string, ev bootstrap.StepEvent) {
+			if ev.Done {
+				fmt.Fprintf(out, "corral: setup %d/%d: exit %d in %s\n", ev.Index, ev.Total, ev.ExitCode, roundElapsed(ev.Elapsed))
+			} else {
+				fmt.Fprintf(out, "corral: setup %d/%d: %s\n", ev.Index, ev.Total, ev.Command)
+			}
+		},
+	})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return r, st, nil
+}
+
+// printer writes a run's events for a person: text to stdout, errors to
+// stderr. It remembers the last sequence number it printed.
+type printer struct {
+	stdout, stderr io.Writer
+	last           int64
+	exitCode       *int
+	failed         string
+	raw            bool // print each event as JSON instead
+}
+
+func (p *printer) print(e store.Event) error {
+	p.last = e.Seq
+	if p.raw {
+		_, err := fmt.Fprintf(p.stdout, "%d %s\n", e.Seq, e.Data)
+		return err
+	}
+	ev, err := event.Unmarshal(e.Data)
+	if err != nil {
+		return err
+	}
+	switch ev.Type {
+	case event.TextMessageContent, event.ReasoningContent:
+		_, err = io.WriteString(p.stdout, ev.Delta)
+	case event.ToolCallStart:
+		_, err = fmt.Fprintf(p.stderr, "corral: tool %s\n", ev.ToolCallName)
+	case event.RunFinished:
+		p.exitCode = ev.ExitCode
+	case event.RunError:
+		p.exitCode = ev.ExitCode
+		p.failed = ev.Message
+		if ev.Code != "exit" {
+			_, err = fmt.Fprintf(p.stderr, "corral: %s\n", strings.TrimSpace(ev.Message))
+		}
+	}
+	return err
+}

@@ -1,0 +1,117 @@
+// Package event is corral's normalized event model: what a run streams to
+// its clients, whichever agent produced it. The types and field names are
+// those of AG-UI chunks (run started/finished/error, text messages,
+// reasoning, tool calls, and named custom events), so AG-UI clients read
+// them as they are.
+//
+// Events carry no timestamps and their ids are run-scoped and deterministic
+// (see IDs): replaying a run's journal yields identical events, which is
+// what lets a second host take over a run and deliver only the remainder.
+package event
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Type is an AG-UI event type.
+type Type string
+
+// Event types.
+const (
+	RunStarted  Type = "RUN_STARTED"
+	RunFinished Type = "RUN_FINISHED"
+	RunError    Type = "RUN_ERROR"
+
+	TextMessageStart   Type = "TEXT_MESSAGE_START"
+	TextMessageContent Type = "TEXT_MESSAGE_CONTENT"
+	TextMessageEnd     Type = "TEXT_MESSAGE_END"
+
+	ReasoningStart   Type = "REASONING_START"
+	ReasoningContent Type = "REASONING_MESSAGE_CONTENT"
+	ReasoningEnd     Type = "REASONING_END"
+
+	ToolCallStart  Type = "TOOL_CALL_START"
+	ToolCallArgs   Type = "TOOL_CALL_ARGS"
+	ToolCallEnd    Type = "TOOL_CALL_END"
+	ToolCallResult Type = "TOOL_CALL_RESULT"
+
+	Custom Type = "CUSTOM"
+)
+
+// Names of corral's custom events.
+const (
+	// FileChanged carries the run's working-tree diff (value: FileChange).
+	FileChanged = "file.changed"
+	// ApprovalRequested asks a person to allow an action (value: Approval).
+	ApprovalRequested = "approval.requested"
+	// Cancelled marks a run ended by a cancel request.
+	Cancelled = "run.cancelled"
+)
+
+// Event is one event. Which fields are set depends on Type; unset fields
+// are omitted from the JSON.
+type Event struct {
+	Type Type `json:"type"`
+
+	ThreadID string `json:"threadId,omitempty"`
+	RunID    string `json:"runId,omitempty"`
+
+	MessageID string `json:"messageId,omitempty"`
+	Role      string `json:"role,omitempty"`
+	Delta     string `json:"delta,omitempty"`
+
+	ToolCallID   string `json:"toolCallId,omitempty"`
+	ToolCallName string `json:"toolCallName,omitempty"`
+	// Content is a tool call's result (TOOL_CALL_RESULT).
+	Content string `json:"content,omitempty"`
+	// IsError marks a failed tool result.
+	IsError bool `json:"isError,omitempty"`
+
+	// Name and Value are a CUSTOM event's name and payload.
+	Name  string          `json:"name,omitempty"`
+	Value json.RawMessage `json:"value,omitempty"`
+
+	// Message and Code describe a RUN_ERROR.
+	Message string `json:"message,omitempty"`
+	Code    string `json:"code,omitempty"`
+	// ExitCode is the agent's exit code on RUN_FINISHED and RUN_ERROR.
+	ExitCode *int `json:"exitCode,omitempty"`
+}
+
+// Terminal reports whether e ends a run.
+func (e Event) Terminal() bool { return e.Type == RunFinished || e.Type == RunError }
+
+// Marshal encodes the event as JSON.
+func (e Event) Marshal() []byte {
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic("event: " + err.Error()) // every field is plain data
+	}
+	return b
+}
+
+// Unmarshal decodes an event.
+func Unmarshal(b []byte) (Event, error) {
+	var e Event
+	if err := json.Unmarshal(b, &e); err != nil {
+		return Event{}, fmt.Errorf("event: %w", err)
+	}
+	return e, nil
+}
+
+// IDs mints run-scoped, deterministic ids: the n-th id of a kind in a run
+// is always the same string.
+type IDs struct {
+	RunID string
+	n     map[string]int
+}
+
+// Next returns the next id of a kind, e.g. "<run>-msg-1".
+func (g *IDs) Next(kind string) string {
+	if g.n == nil {
+		g.n = map[string]int{}
+	}
+	g.n[kind]++
+	return fmt.Sprintf("%s-%s-%d", g.RunID, kind, g.n[kind])
+}

@@ -1,0 +1,77 @@
+// Package command is the harness for any program: each line it prints
+// becomes text, and a non-zero exit becomes a run error.
+package command
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// Name is the harness's name.
+const Name = "command"
+
+// Harness runs Request.Args (or, without Args, the prompt as a shell
+// script).
+type Harness struct{}
+
+var _ harness.Harness = Harness{}
+
+// Name returns "command".
+func (Harness) Name() string { return Name }
+
+// Prepare returns the command to run.
+func (Harness) Prepare(_ context.Context, _ sandbox.Handle, req harness.Request) (harness.Invocation, error) {
+	cmd := sandbox.Command{Args: req.Args, Env: req.Env}
+	if len(req.Args) == 0 {
+		if req.Prompt == "" {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, "harness.command", req.RunID, "nothing to run: give a command")
+		}
+		cmd = sandbox.Command{Shell: req.Prompt, Env: req.Env}
+	}
+	if err := cmd.Validate(); err != nil {
+		return harness.Invocation{}, err
+	}
+	return harness.Invocation{Command: cmd}, nil
+}
+
+// Translator returns the line-per-text translator.
+func (Harness) Translator(run harness.Run) harness.Translator {
+	return &translator{run: run, ids: event.IDs{RunID: run.RunID}}
+}
+
+type translator struct {
+	run   harness.Run
+	ids   event.IDs
+	msgID string
+}
+
+func (t *translator) Begin() []event.Event {
+	return []event.Event{{Type: event.RunStarted, ThreadID: t.run.ThreadID, RunID: t.run.RunID}}
+}
+
+func (t *translator) Line(line []byte) []event.Event {
+	var out []event.Event
+	if t.msgID == "" {
+		t.msgID = t.ids.Next("msg")
+		out = append(out, event.Event{Type: event.TextMessageStart, MessageID: t.msgID, Role: "assistant"})
+	}
+	return append(out, event.Event{Type: event.TextMessageContent, MessageID: t.msgID, Delta: string(line) + "\n"})
+}
+
+func (t *translator) End(code int) []event.Event {
+	var out []event.Event
+	if t.msgID != "" {
+		out = append(out, event.Event{Type: event.TextMessageEnd, MessageID: t.msgID})
+		t.msgID = ""
+	}
+	c := code
+	if code != 0 {
+		return append(out, event.Event{Type: event.RunError, ThreadID: t.run.ThreadID, RunID: t.run.RunID,
+			Message: fmt.Sprintf("the command exited with code %d", code), Code: "exit", ExitCode: &c})
+	}
+	return append(out, event.Event{Type: event.RunFinished, ThreadID: t.run.ThreadID, RunID: t.run.RunID, ExitCode: &c})
+}

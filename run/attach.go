@@ -1,0 +1,175 @@
+package run
+
+import (
+	"context"
+	"time"
+
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+)
+
+// Attach makes sure the run is driven and then streams its events after
+// sequence number after (see Follow). If no live process drives the run,
+// this one takes it over: it claims the run (lease and epoch bump), clears
+// DetachedSince, replays the journal from byte 0 against the stored log and
+// appends only the remainder. A terminal run is only replayed from the log:
+// attaching never resurrects it.
+func (r *Runner) Attach(ctx context.Context, runID string, after int64, fn func(store.Event) error) error {
+	if err := r.TakeOver(ctx, runID); err != nil {
+		return err
+	}
+	return r.Follow(ctx, runID, after, fn)
+}
+
+// TakeOver starts driving the run in this process unless it is terminal or
+// a live driver (here or elsewhere) holds it. It returns once the driver
+// started; it does not wait for the remainder.
+func (r *Runner) TakeOver(ctx context.Context, runID string) error {
+	if r.driving(runID) != nil {
+		return nil
+	}
+	rec, ok, err := r.store.GetRun(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return sandbox.Errorf(sandbox.NotFound, "run.attach", runID, "no such run")
+	}
+	if rec.Status.Terminal() {
+		return nil
+	}
+	def, ok := r.defs[rec.DefinitionID]
+	if !ok {
+		return sandbox.Errorf(sandbox.FailedPrecondition, "run.attach", runID, "this process does not know the run's sandbox definition %q", rec.DefinitionID)
+	}
+	h, ok := r.harnesses[rec.Harness]
+	if !ok {
+		return sandbox.Errorf(sandbox.FailedPrecondition, "run.attach", runID, "this process does not know the run's harness %q", rec.Harness)
+	}
+	lease, got, err := r.store.TryLock(ctx, leaseName(runID), r.opts.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	if !got {
+		return nil // a live driver holds it; Follow tails the log
+	}
+	// Re-read under the lease: the run may have ended meanwhile.
+	rec, ok, err = r.store.GetRun(ctx, runID)
+	if err != nil || !ok || rec.Status.Terminal() {
+		_ = lease.Release(context.WithoutCancel(ctx))
+		return err
+	}
+	claimed, err := r.store.ClaimRun(ctx, runID, rec.DriverEpoch)
+	if err != nil {
+		_ = lease.Release(context.WithoutCancel(ctx))
+		if sandbox.CodeOf(err) == sandbox.FailedPrecondition {
+			return nil // claimed or ended by someone else just now
+		}
+		return err
+	}
+	epoch := claimed.DriverEpoch
+	if !claimed.DetachedSince.IsZero() {
+		if claimed, err = r.store.UpdateRun(ctx, runID, store.RunPatch{DetachedSince: store.Clear[time.Time](), IfEpoch: &epoch}); err != nil {
+			_ = lease.Release(context.WithoutCancel(ctx))
+			return err
+		}
+	}
+	r.launch(r.newDriver(claimed, def, h, lease))
+	return nil
+}
+
+// Follow calls fn with every event of the run after sequence number after,
+// in order, then with new events as they are appended, until the log is
+// closed (the run ended) or ctx ends. Events appended by this process are
+// delivered at once; those appended by another process are polled for.
+func (r *Runner) Follow(ctx context.Context, runID string, after int64, fn func(store.Event) error) error {
+	if after < 0 {
+		return sandbox.Errorf(sandbox.InvalidArgument, "run.follow", runID, "negative offset %d", after)
+	}
+	if _, ok, err := r.store.GetRun(ctx, runID); err != nil {
+		return err
+	} else if !ok {
+		return sandbox.Errorf(sandbox.NotFound, "run.follow", runID, "no such run")
+	}
+	for {
+		var wake <-chan struct{}
+		d := r.driving(runID)
+		if d != nil {
+			wake, _ = d.changed()
+		}
+		evs, err := r.store.ReadEvents(ctx, runID, after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if err := fn(e); err != nil {
+				return err
+			}
+			after = e.Seq
+		}
+		if len(evs) == 1000 {
+			continue
+		}
+		closed, err := r.store.LogClosed(ctx, runID)
+		if err != nil {
+			return err
+		}
+		if closed {
+			// Closing happens after the last append: one more read
+			// catches anything appended between the two reads.
+			rest, err := r.store.ReadEvents(ctx, runID, after, 0)
+			if err != nil {
+				return err
+			}
+			for _, e := range rest {
+				if err := fn(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if d != nil {
+			select {
+			case <-wake:
+			case <-d.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		select {
+		case <-time.After(r.opts.LogPollInterval):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Cancel asks for the run to end. The request is stored on the record, and
+// whichever process drives the run acts on it: the agent is killed (or, on
+// providers that cannot kill, its sandbox destroyed) and the run ends
+// cancelled. When no live process drives the run, this one takes it over
+// to do so. Cancelling a terminal run does nothing.
+func (r *Runner) Cancel(ctx context.Context, runID string) (store.Run, error) {
+	rec, ok, err := r.store.GetRun(ctx, runID)
+	if err != nil {
+		return store.Run{}, err
+	}
+	if !ok {
+		return store.Run{}, sandbox.Errorf(sandbox.NotFound, "run.cancel", runID, "no such run")
+	}
+	if rec.Status.Terminal() {
+		return rec, nil
+	}
+	if rec.CancelRequested.IsZero() {
+		rec, err = r.store.UpdateRun(ctx, runID, store.RunPatch{CancelRequested: store.Set(r.opts.Now()), IfNotTerminal: true})
+		if sandbox.CodeOf(err) == sandbox.FailedPrecondition {
+			rec, _, err = r.store.GetRun(ctx, runID)
+			return rec, err
+		}
+		if err != nil {
+			return store.Run{}, err
+		}
+	}
+	return rec, r.TakeOver(ctx, runID)
+}

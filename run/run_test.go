@@ -1,0 +1,282 @@
+package run_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/command"
+	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+	"github.com/d10ffeed/corral/store/memstore"
+)
+
+type env struct {
+	st  store.Store
+	def *sandbox.Definition
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	return &env{st: st, def: &sandbox.Definition{ID: "d", Provider: p}}
+}
+
+func (e *env) runner(t *testing.T, opts run.Options) *run.Runner {
+	t.Helper()
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = 2 * time.Second
+	}
+	opts.PollInterval = 50 * time.Millisecond
+	r, err := run.New(e.st, []*sandbox.Definition{e.def}, []harness.Harness{command.Harness{}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
+
+func collect(t *testing.T, r *run.Runner, ctx context.Context, id string, after int64, attach bool) []event.Event {
+	t.Helper()
+	var out []event.Event
+	last := after
+	fn := func(e store.Event) error {
+		if e.Seq != last+1 {
+			t.Fatalf("sequence gap or repeat: got %d after %d", e.Seq, last)
+		}
+		last = e.Seq
+		ev, err := event.Unmarshal(e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+		return nil
+	}
+	var err error
+	if attach {
+		err = r.Attach(ctx, id, after, fn)
+	} else {
+		err = r.Follow(ctx, id, after, fn)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// lines returns the text of the content events, in order.
+func lines(evs []event.Event) []string {
+	var out []string
+	for _, e := range evs {
+		if e.Type == event.TextMessageContent {
+			out = append(out, strings.TrimSuffix(e.Delta, "\n"))
+		}
+	}
+	return out
+}
+
+func seq(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(i + 1)
+	}
+	return out
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestRunToCompletion(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(t, run.Options{})
+	c := ctx(t)
+	rec, err := r.Start(c, run.StartRequest{Definition: "d", Thread: "t", Harness: command.Name, Args: []string{"sh", "-c", "for i in $(seq 1 100); do echo $i; done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, r, c, rec.ID, 0, false)
+	if got := lines(evs); strings.Join(got, ",") != strings.Join(seq(100), ",") {
+		t.Fatalf("lines = %v", got)
+	}
+	if evs[0].Type != event.RunStarted || evs[len(evs)-1].Type != event.RunFinished {
+		t.Errorf("first %s last %s", evs[0].Type, evs[len(evs)-1].Type)
+	}
+	if err := r.Wait(c, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := e.st.GetRun(c, rec.ID)
+	if got.Status != store.RunCompleted || got.ExitCode == nil || *got.ExitCode != 0 || got.FinishedAt.IsZero() {
+		t.Errorf("record = %+v", got)
+	}
+	if active, ok, _ := e.st.ActiveRun(c, "t", ""); ok {
+		t.Errorf("a finished run is still active: %+v", active)
+	}
+}
+
+func TestRunFailsWithExitCode(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(t, run.Options{})
+	c := ctx(t)
+	rec, err := r.Start(c, run.StartRequest{Definition: "d", Harness: command.Name, Args: []string{"sh", "-c", "echo oops; exit 3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, r, c, rec.ID, 0, false)
+	last := evs[len(evs)-1]
+	if last.Type != event.RunError || last.ExitCode == nil || *last.ExitCode != 3 {
+		t.Errorf("last event %+v", last)
+	}
+	_ = r.Wait(c, rec.ID)
+	got, _, _ := e.st.GetRun(c, rec.ID)
+	if got.Status != store.RunFailed || *got.ExitCode != 3 {
+		t.Errorf("record = %+v", got)
+	}
+}
+
+// TestDetachAndTakeOver detaches a run from one runner mid-stream and
+// attaches from a second runner (standing in for another process): every
+// line arrives exactly once, in order.
+func TestDetachAndTakeOver(t *testing.T) {
+	e := newEnv(t)
+	a := e.runner(t, run.Options{})
+	b := e.runner(t, run.Options{})
+	c := ctx(t)
+	rec, err := a.Start(c, run.StartRequest{Definition: "d", Thread: "t", Harness: command.Name,
+		Args: []string{"sh", "-c", "for i in $(seq 1 60); do echo $i; sleep 0.01; done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let some lines through, then detach.
+	var seen int64
+	fctx, stop := context.WithCancel(c)
+	_ = a.Follow(fctx, rec.ID, 0, func(ev store.Event) error {
+		seen = ev.Seq
+		if ev.Seq >= 15 {
+			stop()
+		}
+		return nil
+	})
+	if err := a.Detach(c, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	detached, _, _ := e.st.GetRun(c, rec.ID)
+	if detached.DetachedSince.IsZero() || detached.Status != store.RunRunning {
+		t.Fatalf("after detach: %+v", detached)
+	}
+	rest := collect(t, b, c, rec.ID, seen, true)
+	all := collect(t, b, c, rec.ID, 0, false)
+	if got := lines(all); strings.Join(got, ",") != strings.Join(seq(60), ",") {
+		t.Fatalf("the log holds %v", got)
+	}
+	if len(rest) == 0 || rest[len(rest)-1].Type != event.RunFinished {
+		t.Errorf("the attach did not deliver the remainder to the end: %d events", len(rest))
+	}
+	_ = b.Wait(c, rec.ID)
+	final, _, _ := e.st.GetRun(c, rec.ID)
+	if final.Status != store.RunCompleted || final.DriverEpoch != 2 || !final.DetachedSince.IsZero() {
+		t.Errorf("final record %+v", final)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(t, run.Options{})
+	c := ctx(t)
+	rec, err := r.Start(c, run.StartRequest{Definition: "d", Harness: command.Name, Args: []string{"sh", "-c", "echo started; (sleep 600) & sleep 600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until it is running.
+	fctx, stop := context.WithCancel(c)
+	_ = r.Follow(fctx, rec.ID, 0, func(ev store.Event) error {
+		if ev.Type == string(event.TextMessageContent) {
+			stop()
+		}
+		return nil
+	})
+	begin := time.Now()
+	if _, err := r.Cancel(c, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, r, c, rec.ID, 0, false)
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Errorf("cancel took %v", took)
+	}
+	last := evs[len(evs)-1]
+	if last.Type != event.RunError || last.Code != "cancelled" {
+		t.Errorf("last event %+v", last)
+	}
+	_ = r.Wait(c, rec.ID)
+	got, _, _ := e.st.GetRun(c, rec.ID)
+	if got.Status != store.RunCancelled {
+		t.Errorf("status %s", got.Status)
+	}
+	// Attaching to a cancelled run replays it; it never comes back.
+	again := collect(t, r, c, rec.ID, 0, true)
+	if len(again) != len(evs) {
+		t.Errorf("attach to a cancelled run: %d events, want %d", len(again), len(evs))
+	}
+	if got, _, _ := e.st.GetRun(c, rec.ID); got.Status != store.RunCancelled {
+		t.Errorf("after attach: %s", got.Status)
+	}
+}
+
+func TestCancelDetachedRun(t *testing.T) {
+	e := newEnv(t)
+	a := e.runner(t, run.Options{})
+	b := e.runner(t, run.Options{})
+	c := ctx(t)
+	rec, err := a.Start(c, run.StartRequest{Definition: "d", Harness: command.Name, Args: []string{"sh", "-c", "echo up; sleep 600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fctx, stop := context.WithCancel(c)
+	_ = a.Follow(fctx, rec.ID, 0, func(ev store.Event) error {
+		if ev.Type == string(event.TextMessageContent) {
+			stop()
+		}
+		return nil
+	})
+	if err := a.Detach(c, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Cancel(c, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(c, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := e.st.GetRun(c, rec.ID)
+	if got.Status != store.RunCancelled {
+		t.Errorf("status %s", got.Status)
+	}
+}
+
+func TestUnknownInputs(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(t, run.Options{})
+	c := ctx(t)
+	if _, err := r.Start(c, run.StartRequest{Definition: "nope", Harness: command.Name, Args: []string{"true"}}); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Errorf("unknown definition: %v", err)
+	}
+	if _, err := r.Start(c, run.StartRequest{Definition: "d", Harness: "nope"}); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		t.Errorf("unknown harness: %v", err)
+	}
+	if err := r.Attach(c, "run-nope", 0, func(store.Event) error { return nil }); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Errorf("unknown run: %v", err)
+	}
+}

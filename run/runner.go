@@ -1,0 +1,285 @@
+// Package run drives agent runs that outlive the process that started
+// them.
+//
+// The agent writes to a journal inside its sandbox (package journal). A
+// driver — one process at a time, holding a lease on the run and the
+// run's current driver epoch — reads the journal, translates its lines
+// into events (package harness) and appends them to the run's event log in
+// the store, fenced by the epoch. When the driver's process goes away the
+// run goes on; any process can attach: if no live driver holds the run it
+// takes it over (lease, epoch bump), replays the journal from byte 0,
+// checks the replay against the stored log and appends only what is
+// missing. Clients read the log from any offset and then live, with no gap
+// and no repeat. Cancel is a request on the record that whichever process
+// drives the run acts on; a reaper finalizes and expires runs nobody
+// drives.
+package run
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/journal"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/sandbox/bootstrap"
+	"github.com/d10ffeed/corral/sandbox/ensure"
+	"github.com/d10ffeed/corral/store"
+)
+
+// Runner starts, drives, attaches to and cancels runs.
+type Runner struct {
+	store       store.Store
+	defs        map[string]*sandbox.Definition
+	harnesses   map[string]harness.Harness
+	ensure      *ensure.Manager
+	log         *slog.Logger
+	opts        Options
+	mu          sync.Mutex
+	drivers     map[string]*driver // runs this process drives
+	driverGroup sync.WaitGroup
+}
+
+// Options tune a Runner. Every field has a default.
+type Options struct {
+	// Logger receives what goes wrong in the background. Default: discard.
+	Logger *slog.Logger
+	// JournalDir is the journal directory inside sandboxes. Default
+	// journal.DefaultDir.
+	JournalDir string
+	// LeaseTTL is the driver lease: a driver that dies is replaced after at
+	// most this long. Default 10s.
+	LeaseTTL time.Duration
+	// FlushInterval bounds how long a translated event waits before it is
+	// appended. Default 20ms.
+	FlushInterval time.Duration
+	// BatchSize is the most events one append carries. Default 512.
+	BatchSize int
+	// PollInterval is the journal poll interval (on providers without
+	// follow) and the event-log poll interval of a client following a run
+	// driven by another process. Default 250ms and 100ms.
+	PollInterval, LogPollInterval time.Duration
+	// CancelCheck is how often a driver looks for a cancel request.
+	// Default 500ms.
+	CancelCheck time.Duration
+	// FirstByteTimeout bounds the wait for a fresh journal's first byte.
+	// Default 10s.
+	FirstByteTimeout time.Duration
+	// KillGrace is the time a cancelled agent gets between SIGTERM and
+	// SIGKILL. Default 2s.
+	KillGrace time.Duration
+	// OnStep is told of setup steps while a run's sandbox is created.
+	OnStep func(runID string, ev bootstrap.StepEvent)
+	// Now returns the time. Default time.Now.
+	Now func() time.Time
+}
+
+// New returns a Runner over st, able to run the given definitions and
+// harnesses (by id and name).
+func New(st store.Store, defs []*sandbox.Definition, harnesses []harness.Harness, opts Options) (*Runner, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 10 * time.Second
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = 20 * time.Millisecond
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 512
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 250 * time.Millisecond
+	}
+	if opts.LogPollInterval <= 0 {
+		opts.LogPollInterval = 100 * time.Millisecond
+	}
+	if opts.CancelCheck <= 0 {
+		opts.CancelCheck = 500 * time.Millisecond
+	}
+	if opts.KillGrace <= 0 {
+		opts.KillGrace = 2 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	r := &Runner{
+		store: st, defs: map[string]*sandbox.Definition{}, harnesses: map[string]harness.Harness{},
+		log: opts.Logger, opts: opts, drivers: map[string]*driver{},
+	}
+	for _, d := range defs {
+		if err := d.Validate(); err != nil {
+			return nil, err
+		}
+		if _, dup := r.defs[d.ID]; dup {
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "run.new", d.ID, "two definitions with one id")
+		}
+		r.defs[d.ID] = d
+	}
+	for _, h := range harnesses {
+		r.harnesses[h.Name()] = h
+	}
+	r.ensure = &ensure.Manager{Instances: st, Locker: st, Logger: opts.Logger}
+	return r, nil
+}
+
+// Store returns the runner's store.
+func (r *Runner) Store() store.Store { return r.store }
+
+// Ensure returns the runner's ensure manager.
+func (r *Runner) Ensure() *ensure.Manager { return r.ensure }
+
+// Definition returns a definition by id.
+func (r *Runner) Definition(id string) (*sandbox.Definition, bool) {
+	d, ok := r.defs[id]
+	return d, ok
+}
+
+// StartRequest asks for a new run.
+type StartRequest struct {
+	Definition string // definition id; required
+	Thread     string // thread; a fresh one when empty
+	Tenant     string
+	Harness    string // harness name; required
+	Prompt     string
+	Args       []string
+	Env        map[string]string
+}
+
+// NewID returns a fresh, time-ordered id with a prefix.
+func NewID(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%x-%s", prefix, time.Now().UnixMilli(), hex.EncodeToString(b))
+}
+
+// Start creates the run's record (so it can be found at once), claims it,
+// and starts driving it in the background: ensure the sandbox, start the
+// journaled agent, deliver its events. The run does not depend on ctx,
+// which bounds only the start itself: a caller that goes away detaches.
+func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error) {
+	def, ok := r.defs[req.Definition]
+	if !ok {
+		return store.Run{}, sandbox.Errorf(sandbox.NotFound, "run.start", req.Definition, "unknown sandbox definition")
+	}
+	h, ok := r.harnesses[req.Harness]
+	if !ok {
+		return store.Run{}, sandbox.Errorf(sandbox.InvalidArgument, "run.start", req.Harness, "unknown harness")
+	}
+	if req.Thread == "" {
+		req.Thread = NewID("thread")
+	}
+	id := NewID("run")
+	rec := store.Run{
+		ID: id, ThreadID: req.Thread, Tenant: req.Tenant, DefinitionID: def.ID, Harness: h.Name(),
+		Status: store.RunRunning, JournalNonce: journal.NewNonce(),
+		SandboxKey: def.KeyFor(req.Thread, id, req.Tenant),
+	}
+	if err := r.store.CreateRun(ctx, rec); err != nil {
+		return store.Run{}, err
+	}
+	lease, err := r.store.Lock(ctx, leaseName(id), r.opts.LeaseTTL)
+	if err != nil {
+		return store.Run{}, err
+	}
+	claimed, err := r.store.ClaimRun(ctx, id, 0)
+	if err != nil {
+		_ = lease.Release(context.WithoutCancel(ctx))
+		return store.Run{}, err
+	}
+	d := r.newDriver(claimed, def, h, lease)
+	d.start = &req
+	r.launch(d)
+	return claimed, nil
+}
+
+func leaseName(runID string) string { return "run-driver:" + runID }
+
+func (r *Runner) launch(d *driver) {
+	r.mu.Lock()
+	r.drivers[d.run.ID] = d
+	r.mu.Unlock()
+	r.driverGroup.Add(1)
+	go func() {
+		defer r.driverGroup.Done()
+		d.drive()
+		r.mu.Lock()
+		if r.drivers[d.run.ID] == d {
+			delete(r.drivers, d.run.ID)
+		}
+		r.mu.Unlock()
+	}()
+}
+
+func (r *Runner) driving(runID string) *driver {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.drivers[runID]
+}
+
+// Detach stops driving a run in this process without stopping the run:
+// what was translated is appended, the record gets DetachedSince, the
+// lease is released, and any process can attach later. Detaching a run
+// this process does not drive does nothing.
+func (r *Runner) Detach(ctx context.Context, runID string) error {
+	d := r.driving(runID)
+	if d == nil {
+		return nil
+	}
+	return d.detach(ctx)
+}
+
+// Close detaches every run this process drives (they go on without it) and
+// waits for the drivers to stop.
+func (r *Runner) Close(ctx context.Context) error {
+	r.mu.Lock()
+	ds := make([]*driver, 0, len(r.drivers))
+	for _, d := range r.drivers {
+		ds = append(ds, d)
+	}
+	r.mu.Unlock()
+	for _, d := range ds {
+		if err := d.detach(ctx); err != nil {
+			r.log.Warn("run: detaching on close failed", "run", d.run.ID, "err", err)
+		}
+	}
+	r.driverGroup.Wait()
+	return nil
+}
+
+// Wait blocks until this process stops driving the run (it ended, was
+// detached, or was taken over), or ctx ends.
+func (r *Runner) Wait(ctx context.Context, runID string) error {
+	d := r.driving(runID)
+	if d == nil {
+		return nil
+	}
+	select {
+	case <-d.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WaitStarted blocks until the run's agent is running (its sandbox is
+// ensured and its journal started) when this process drives the run, or
+// until driving stopped. It returns at once for a run driven elsewhere.
+func (r *Runner) WaitStarted(ctx context.Context, runID string) error {
+	d := r.driving(runID)
+	if d == nil {
+		return nil
+	}
+	select {
+	case <-d.started:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -14,10 +14,33 @@ import (
 // DetachedSince, replays the journal from byte 0 against the stored log and
 // appends only the remainder. A terminal run is only replayed from the log:
 // attaching never resurrects it.
+//
+// While another process holds the run's lease, Attach follows the log and
+// keeps trying to take over, so a driver that died is replaced once its
+// lease expires.
 func (r *Runner) Attach(ctx context.Context, runID string, after int64, fn func(store.Event) error) error {
 	if err := r.TakeOver(ctx, runID); err != nil {
 		return err
 	}
+	actx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		t := time.NewTicker(r.opts.LeaseTTL / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case <-t.C:
+			}
+			if r.driving(runID) != nil {
+				continue
+			}
+			if err := r.TakeOver(actx, runID); err != nil && actx.Err() == nil {
+				r.log.Warn("run: taking over failed", "run", runID, "err", err)
+			}
+		}
+	}()
 	return r.Follow(ctx, runID, after, fn)
 }
 

@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -53,7 +54,7 @@ type Options struct {
 	// journal.DefaultDir.
 	JournalDir string
 	// LeaseTTL is the driver lease: a driver that dies is replaced after at
-	// most this long. Default 10s.
+	// most this long. Default 10s, or CORRAL_LEASE_TTL when set.
 	LeaseTTL time.Duration
 	// FlushInterval bounds how long a translated event waits before it is
 	// appended. Default 20ms.
@@ -87,6 +88,9 @@ func New(st store.Store, defs []*sandbox.Definition, harnesses []harness.Harness
 	}
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 10 * time.Second
+		if v, err := time.ParseDuration(os.Getenv("CORRAL_LEASE_TTL")); err == nil && v > 0 {
+			opts.LeaseTTL = v
+		}
 	}
 	if opts.FlushInterval <= 0 {
 		opts.FlushInterval = 20 * time.Millisecond

@@ -67,3 +67,18 @@ func Git(t testing.TB, dir string, args ...string) string {
 	}
 	return string(out)
 }
+
+// DockerTestImage is the local image scripts/docker-test-image.sh builds.
+const DockerTestImage = "corral-test-base"
+
+// NeedDocker skips (or fails in CI) unless a Docker engine answers and the
+// test image is present.
+func NeedDocker(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("docker"); err != nil {
+		Unavailable(t, "docker: the docker CLI is not installed (scripts/test installs docker.io)")
+	}
+	if out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", DockerTestImage).CombinedOutput(); err != nil {
+		Unavailable(t, "docker: no engine or no image "+DockerTestImage+" (run scripts/test, or scripts/docker-test-image.sh): "+string(out))
+	}
+}

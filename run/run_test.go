@@ -12,6 +12,7 @@ import (
 	"github.com/d10ffeed/corral/harness/command"
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/run/runtest"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
 	"github.com/d10ffeed/corral/store/memstore"
@@ -279,4 +280,16 @@ func TestUnknownInputs(t *testing.T) {
 	if err := r.Attach(c, "run-nope", 0, func(store.Event) error { return nil }); sandbox.CodeOf(err) != sandbox.NotFound {
 		t.Errorf("unknown run: %v", err)
 	}
+}
+
+func TestConformanceLocalMemory(t *testing.T) {
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtest.Run(t, runtest.Harness{Provider: p, Store: func(t *testing.T) store.Store {
+		st := memstore.New(memstore.Options{})
+		t.Cleanup(func() { st.Close() })
+		return st
+	}})
 }

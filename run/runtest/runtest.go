@@ -103,7 +103,9 @@ func (f *fixture) start(r *run.Runner, script string) store.Run {
 	return rec
 }
 
-func sandboxReq(rec store.Run) ensure.Request { return ensure.Request{Thread: rec.ThreadID, Run: rec.ID, Tenant: rec.Tenant} }
+func sandboxReq(rec store.Run) ensure.Request {
+	return ensure.Request{Thread: rec.ThreadID, Run: rec.ID, Tenant: rec.Tenant}
+}
 
 // waitEvents follows until n events are stored.
 func (f *fixture) waitEvents(r *run.Runner, id string, n int64) {

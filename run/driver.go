@@ -170,7 +170,7 @@ func (d *driver) follow() error {
 	if err != nil {
 		return err
 	}
-	rd := &journal.Reader{Handle: d.handle, Paths: paths, Nonce: d.run.JournalNonce,
+	rd := &journal.Reader{Handle: d.handle, Paths: paths, Nonce: d.run.JournalNonce, Strategy: d.r.opts.Strategy,
 		PollInterval: d.r.opts.PollInterval, FirstByteTimeout: d.r.opts.FirstByteTimeout}
 	if rd.FirstByteTimeout == 0 && d.start == nil {
 		// A taken-over run's journal exists or never will.

@@ -71,6 +71,9 @@ type Options struct {
 	// FirstByteTimeout bounds the wait for a fresh journal's first byte.
 	// Default 10s.
 	FirstByteTimeout time.Duration
+	// Strategy forces the journal read strategy (for diagnostics and
+	// benchmarks); by default it follows the provider's capabilities.
+	Strategy journal.Strategy
 	// KillGrace is the time a cancelled agent gets between SIGTERM and
 	// SIGKILL. Default 2s.
 	KillGrace time.Duration

@@ -3,6 +3,7 @@ package run_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
 	"github.com/d10ffeed/corral/store/memstore"
+	"github.com/d10ffeed/corral/store/pgstore/pgtest"
+	"github.com/d10ffeed/corral/store/sqlitestore"
 )
 
 type env struct {
@@ -292,4 +295,27 @@ func TestConformanceLocalMemory(t *testing.T) {
 		t.Cleanup(func() { st.Close() })
 		return st
 	}})
+}
+
+func TestConformanceLocalSQLite(t *testing.T) {
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtest.Run(t, runtest.Harness{Provider: p, Store: func(t *testing.T) store.Store {
+		st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "corral.db"), sqlitestore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}})
+}
+
+func TestConformanceLocalPostgres(t *testing.T) {
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtest.Run(t, runtest.Harness{Provider: p, Store: func(t *testing.T) store.Store { return pgtest.Open(t) }})
 }

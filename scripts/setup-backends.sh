@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/setup-backends.sh — installs (as root) and starts the real
-# components corral's tests use: a Docker engine with the local test image.
+# components corral's tests use: a Docker engine with the local test image,
+# and a PostgreSQL cluster with a test database (scripts/setup-postgres.sh).
 # Idempotent: what already runs is left alone. Under CI=true any failure is
 # fatal; elsewhere it warns and the affected tests skip with the reason.
 set -uo pipefail
@@ -48,4 +49,5 @@ setup_docker() {
 }
 
 setup_docker
+scripts/setup-postgres.sh || fail "setting up PostgreSQL failed"
 exit 0

@@ -1,0 +1,31 @@
+// Package store defines corral's persistent state: the contracts that keep
+// sandboxes and agent runs alive across host crashes and let several corral
+// processes, on several machines, share one database.
+//
+// Four contracts make up a [Store]:
+//
+//   - [InstanceStore] maps a sandbox key to the provider sandbox to resume
+//     (its id, latest snapshot, thread and run). A put is a full replace.
+//   - [Locker] gives per-name mutual exclusion with leases that renew
+//     themselves and fencing tokens that only ever grow.
+//   - [RunStore] keeps run records, including the four durable fields
+//     (SandboxKey, DetachedSince, CancelRequested, DriverEpoch) that let a
+//     second host take over a detached run. Updates are patches that tell
+//     "leave this field" from "clear this field" ([Opt]).
+//   - [EventLog] keeps each run's delivered events with dense 1-based
+//     sequence numbers. Appends are fenced by the run's DriverEpoch in the
+//     same transaction, so a superseded writer can never add to the log.
+//
+// This package holds interfaces and small shared types only; it imports no
+// database driver. The implementations are store/memstore (in process),
+// store/sqlitestore (the embedded default, one file shared by several
+// processes on one machine) and store/pgstore (PostgreSQL, shared by several
+// machines). store/storeurl opens one of them from a URL, and
+// store/storetest is the conformance suite all three pass.
+//
+// Every error a store returns carries a code from corral's closed set (see
+// [github.com/d10ffeed/corral/sandbox.Code]): NotFound, AlreadyExists,
+// InvalidArgument, FailedPrecondition, Unavailable, Canceled,
+// DeadlineExceeded, Internal and so on. Times are kept as epoch milliseconds:
+// every time a store returns is in UTC and truncated to the millisecond.
+package store

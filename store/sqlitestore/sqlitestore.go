@@ -1,0 +1,783 @@
+// Package sqlitestore is corral's embedded default store.Store: one SQLite
+// file, through modernc.org/sqlite (pure Go, no cgo).
+//
+// Several processes on one machine may open the same file at once: the
+// database runs in WAL mode with a busy timeout, every write transaction
+// starts with BEGIN IMMEDIATE (so two writers queue instead of failing on
+// an upgrade), and the Locker keeps its leases and fencing tokens in a
+// table of the same file, with expiry by time. The file must be on a local
+// file system: SQLite's locking is not reliable over network file systems,
+// and machines that share state should share a PostgreSQL (store/pgstore).
+//
+// The schema is created and upgraded by embedded, versioned migrations,
+// applied once each under SQLite's write lock when Open runs.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+	"github.com/d10ffeed/corral/store/internal/lease"
+	"github.com/d10ffeed/corral/store/internal/migrate"
+	"github.com/d10ffeed/corral/store/internal/storeutil"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Options configures Open.
+type Options struct {
+	// Logger receives migration notes and lease warnings; nil discards them.
+	Logger *slog.Logger
+	// BusyTimeout is how long a statement waits for another connection's
+	// (or process's) write lock before failing with Unavailable; 0 means
+	// 10 seconds.
+	BusyTimeout time.Duration
+	// MaxOpenConns caps the connection pool; 0 means 8.
+	MaxOpenConns int
+}
+
+// Store is a store.Store on one SQLite file.
+type Store struct {
+	db     *sql.DB
+	path   string
+	log    *slog.Logger
+	leases lease.Registry
+	closed atomic.Bool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database at path and brings its
+// schema up to date. The path's directory must exist.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	const op = storeutil.OpOpen
+	if path == "" || strings.ContainsRune(path, 0) {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, path, "sqlite: invalid database path")
+	}
+	if path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, path,
+			"sqlite: give a file path (an in-memory SQLite database is per connection; use the memory store instead)")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.InvalidArgument, op, path, err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	busy := opts.BusyTimeout
+	if busy <= 0 {
+		busy = 10 * time.Second
+	}
+	conns := opts.MaxOpenConns
+	if conns <= 0 {
+		conns = 8
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, wrapErr(ctx, op, path, err)
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	s := &Store{db: db, path: abs, log: log}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close releases the leases this store holds and closes the database.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.leases.ReleaseAll(5 * time.Second)
+	return wrapErr(context.Background(), storeutil.OpClose, s.path, s.db.Close())
+}
+
+func (s *Store) check(op, id string) error {
+	if s.closed.Load() {
+		return sandbox.Errorf(sandbox.FailedPrecondition, op, id, "store is closed")
+	}
+	return nil
+}
+
+// --- errors ------------------------------------------------------------------
+
+// SQLite primary and extended result codes used below.
+const (
+	sqlitePerm       = 3
+	sqliteBusy       = 5
+	sqliteLocked     = 6
+	sqliteReadOnly   = 8
+	sqliteInterrupt  = 9
+	sqliteFull       = 13
+	sqliteCantOpen   = 14
+	sqliteConstraint = 19
+	sqliteAuth       = 23
+	constraintPK     = sqliteConstraint | 6<<8
+	constraintUnique = sqliteConstraint | 8<<8
+)
+
+// classify maps a SQLite error to a code.
+func classify(err error) sandbox.Code {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return sandbox.Internal
+	}
+	switch code := se.Code(); {
+	case code == constraintPK || code == constraintUnique:
+		return sandbox.AlreadyExists
+	default:
+		switch code & 0xff {
+		case sqliteBusy, sqliteLocked, sqliteCantOpen:
+			return sandbox.Unavailable
+		case sqlitePerm, sqliteReadOnly, sqliteAuth:
+			return sandbox.PermissionDenied
+		case sqliteFull:
+			return sandbox.ResourceExhausted
+		case sqliteInterrupt:
+			return sandbox.Canceled
+		}
+	}
+	return sandbox.Internal
+}
+
+func wrapErr(ctx context.Context, op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return storeutil.WrapDB(ctx, classify(err), op, id, err)
+}
+
+// --- migrations --------------------------------------------------------------
+
+func (s *Store) migrate(ctx context.Context) error {
+	const op = storeutil.OpMigrate
+	all, err := migrate.Load(migrationFS, "migrations")
+	if err != nil {
+		return sandbox.Wrap(sandbox.Internal, op, s.path, err)
+	}
+	for {
+		done, err := s.migrateOne(ctx, all)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// migrateOne applies the next pending migration in its own transaction
+// (BEGIN IMMEDIATE: the write lock, so a second process waits and then sees
+// the new version). done reports that none was pending.
+func (s *Store) migrateOne(ctx context.Context, all []migrate.Migration) (done bool, err error) {
+	const op = storeutil.OpMigrate
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, wrapErr(ctx, op, s.path, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS corral_schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT NOT NULL,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return false, wrapErr(ctx, op, s.path, err)
+	}
+	var current int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM corral_schema_migrations`).Scan(&current); err != nil {
+		return false, wrapErr(ctx, op, s.path, err)
+	}
+	if current > len(all) {
+		return false, sandbox.Errorf(sandbox.FailedPrecondition, op, s.path,
+			"database schema version %d is newer than this corral knows (%d): upgrade corral", current, len(all))
+	}
+	pending := migrate.Pending(all, current)
+	if len(pending) == 0 {
+		return true, tx.Commit()
+	}
+	m := pending[0]
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		return false, sandbox.Wrap(sandbox.Internal, op, m.Name, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO corral_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		m.Version, m.Name, time.Now().UnixMilli()); err != nil {
+		return false, wrapErr(ctx, op, m.Name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, wrapErr(ctx, op, m.Name, err)
+	}
+	s.log.Info("store: applied migration", "store", "sqlite", "migration", m.Name)
+	return false, nil
+}
+
+// SchemaVersion returns the version of the last applied migration.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM corral_schema_migrations`).Scan(&v)
+	return v, wrapErr(ctx, storeutil.OpMigrate, s.path, err)
+}
+
+// --- instances ---------------------------------------------------------------
+
+// GetInstance implements store.InstanceStore.
+func (s *Store) GetInstance(ctx context.Context, key string) (store.Instance, bool, error) {
+	const op = storeutil.OpGetInstance
+	if err := s.check(op, key); err != nil {
+		return store.Instance{}, false, err
+	}
+	row := s.db.QueryRowContext(ctx, `SELECT `+storeutil.InstanceColumns+` FROM sandbox_instances WHERE key = ?`, key)
+	in, err := storeutil.ScanInstance(row.Scan)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Instance{}, false, nil
+	}
+	if err != nil {
+		return store.Instance{}, false, wrapErr(ctx, op, key, err)
+	}
+	return in, true, nil
+}
+
+const instanceUpsert = `INSERT INTO sandbox_instances (` + storeutil.InstanceColumns + `)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET
+  provider = excluded.provider,
+  provider_sandbox_id = excluded.provider_sandbox_id,
+  latest_snapshot_id = excluded.latest_snapshot_id,
+  thread_id = excluded.thread_id,
+  latest_run_id = excluded.latest_run_id,
+  definition_id = excluded.definition_id,
+  tenant = excluded.tenant,
+  updated_at = excluded.updated_at`
+
+// PutInstance implements store.InstanceStore: one upsert that writes every
+// column, so an omitted optional field becomes NULL.
+func (s *Store) PutInstance(ctx context.Context, in store.Instance) error {
+	const op = storeutil.OpPutInstance
+	in, err := storeutil.NormalizeInstance(in, storeutil.Now())
+	if err != nil {
+		return err
+	}
+	if err := s.check(op, in.Key); err != nil {
+		return err
+	}
+	query, created := instanceUpsert, in.UpdatedAt
+	if !in.CreatedAt.IsZero() {
+		query, created = instanceUpsert+",\n  created_at = excluded.created_at", in.CreatedAt
+	}
+	_, err = s.db.ExecContext(ctx, query, storeutil.InstanceValues(in, created)...)
+	return wrapErr(ctx, op, in.Key, err)
+}
+
+// DeleteInstance implements store.InstanceStore.
+func (s *Store) DeleteInstance(ctx context.Context, key string) error {
+	const op = storeutil.OpDeleteInstance
+	if err := s.check(op, key); err != nil {
+		return err
+	}
+	_, err := s.db.ExecContext(ctx, `DELETE FROM sandbox_instances WHERE key = ?`, key)
+	return wrapErr(ctx, op, key, err)
+}
+
+// ListInstances implements store.InstanceStore.
+func (s *Store) ListInstances(ctx context.Context, f store.InstanceFilter) ([]store.Instance, error) {
+	const op = storeutil.OpListInstances
+	if err := storeutil.ValidateLimit(op, f.Limit); err != nil {
+		return nil, err
+	}
+	if err := s.check(op, ""); err != nil {
+		return nil, err
+	}
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		where = append(where, cond)
+		args = append(args, v)
+	}
+	if f.Provider != "" {
+		add("provider = ?", f.Provider)
+	}
+	if f.ThreadID != "" {
+		add("thread_id = ?", f.ThreadID)
+	}
+	if f.Tenant != "" {
+		add("tenant = ?", f.Tenant)
+	}
+	if !f.UpdatedBefore.IsZero() {
+		add("updated_at < ?", storeutil.MS(f.UpdatedBefore))
+	}
+	query := `SELECT ` + storeutil.InstanceColumns + ` FROM sandbox_instances` + whereClause(where) + ` ORDER BY updated_at, key`
+	if f.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, wrapErr(ctx, op, "", err)
+	}
+	defer rows.Close()
+	var out []store.Instance
+	for rows.Next() {
+		in, err := storeutil.ScanInstance(rows.Scan)
+		if err != nil {
+			return nil, wrapErr(ctx, op, "", err)
+		}
+		out = append(out, in)
+	}
+	return out, wrapErr(ctx, op, "", rows.Err())
+}
+
+func whereClause(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+// placeholders returns "?, ?, ..." for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// --- runs --------------------------------------------------------------------
+
+// CreateRun implements store.RunStore.
+func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
+	const op = storeutil.OpCreateRun
+	r, err := storeutil.NormalizeRun(r, storeutil.Now())
+	if err != nil {
+		return err
+	}
+	if err := s.check(op, r.ID); err != nil {
+		return err
+	}
+	vals := storeutil.RunValues(r)
+	_, err = s.db.ExecContext(ctx, `INSERT INTO corral_runs (`+storeutil.RunColumns+`) VALUES (`+placeholders(len(vals))+`)`, vals...)
+	return wrapErr(ctx, op, r.ID, err) // a duplicate id is AlreadyExists
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func getRun(ctx context.Context, q querier, op, id string) (store.Run, bool, error) {
+	r, err := storeutil.ScanRun(q.QueryRowContext(ctx, `SELECT `+storeutil.RunColumns+` FROM corral_runs WHERE id = ?`, id).Scan)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Run{}, false, nil
+	}
+	if err != nil {
+		return store.Run{}, false, wrapErr(ctx, op, id, err)
+	}
+	return r, true, nil
+}
+
+// GetRun implements store.RunStore.
+func (s *Store) GetRun(ctx context.Context, id string) (store.Run, bool, error) {
+	if err := s.check(storeutil.OpGetRun, id); err != nil {
+		return store.Run{}, false, err
+	}
+	return getRun(ctx, s.db, storeutil.OpGetRun, id)
+}
+
+// inTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it when
+// fn returns nil.
+func (s *Store) inTx(ctx context.Context, op, id string, fn func(tx *sql.Tx) error) error {
+	if err := s.check(op, id); err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return wrapErr(ctx, op, id, err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return wrapErr(ctx, op, id, err)
+	}
+	return wrapErr(ctx, op, id, tx.Commit())
+}
+
+// UpdateRun implements store.RunStore. Each patch field's presence, not its
+// value, decides whether its column is in the SET clause; a cleared field
+// is written as NULL.
+func (s *Store) UpdateRun(ctx context.Context, id string, p store.RunPatch) (store.Run, error) {
+	const op = storeutil.OpUpdateRun
+	assigns, err := storeutil.PatchAssignments(id, p)
+	if err != nil {
+		return store.Run{}, err
+	}
+	var out store.Run
+	err = s.inTx(ctx, op, id, func(tx *sql.Tx) error {
+		cur, ok, err := getRun(ctx, tx, op, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return storeutil.RunNotFound(op, id)
+		}
+		if err := storeutil.CheckPatchFences(id, cur.Status, cur.DriverEpoch, p); err != nil {
+			return err
+		}
+		sets := []string{"updated_at = ?"}
+		args := []any{storeutil.MS(storeutil.Now())}
+		for _, a := range assigns {
+			sets = append(sets, a.Col+" = ?")
+			args = append(args, a.Val)
+		}
+		args = append(args, id)
+		out, err = storeutil.ScanRun(tx.QueryRowContext(ctx,
+			`UPDATE corral_runs SET `+strings.Join(sets, ", ")+` WHERE id = ? RETURNING `+storeutil.RunColumns, args...).Scan)
+		return err
+	})
+	return out, err
+}
+
+// ClaimRun implements store.RunStore.
+func (s *Store) ClaimRun(ctx context.Context, id string, expectEpoch int64) (store.Run, error) {
+	const op = storeutil.OpClaimRun
+	var out store.Run
+	err := s.inTx(ctx, op, id, func(tx *sql.Tx) error {
+		cur, ok, err := getRun(ctx, tx, op, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return storeutil.RunNotFound(op, id)
+		}
+		if err := storeutil.CheckClaim(id, cur.Status, cur.DriverEpoch, expectEpoch); err != nil {
+			return err
+		}
+		out, err = storeutil.ScanRun(tx.QueryRowContext(ctx,
+			`UPDATE corral_runs SET driver_epoch = driver_epoch + 1, updated_at = ? WHERE id = ? AND driver_epoch = ? RETURNING `+storeutil.RunColumns,
+			storeutil.MS(storeutil.Now()), id, expectEpoch).Scan)
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) queryRuns(ctx context.Context, op, query string, args ...any) ([]store.Run, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, wrapErr(ctx, op, "", err)
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		r, err := storeutil.ScanRun(rows.Scan)
+		if err != nil {
+			return nil, wrapErr(ctx, op, "", err)
+		}
+		out = append(out, r)
+	}
+	return out, wrapErr(ctx, op, "", rows.Err())
+}
+
+func nonTerminalIn() (string, []any) {
+	var args []any
+	for _, st := range storeutil.NonTerminalStatuses() {
+		args = append(args, string(st))
+	}
+	return "status IN (" + placeholders(len(args)) + ")", args
+}
+
+// ActiveRun implements store.RunStore.
+func (s *Store) ActiveRun(ctx context.Context, threadID, tenant string) (store.Run, bool, error) {
+	const op = storeutil.OpActiveRun
+	if err := s.check(op, threadID); err != nil {
+		return store.Run{}, false, err
+	}
+	cond, args := nonTerminalIn()
+	rs, err := s.queryRuns(ctx, op, `SELECT `+storeutil.RunColumns+` FROM corral_runs
+		WHERE thread_id = ? AND tenant = ? AND `+cond+` ORDER BY created_at DESC, id DESC LIMIT 1`,
+		append([]any{threadID, tenant}, args...)...)
+	if err != nil || len(rs) == 0 {
+		return store.Run{}, false, err
+	}
+	return rs[0], true, nil
+}
+
+// ListRuns implements store.RunStore.
+func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	const op = storeutil.OpListRuns
+	if err := storeutil.ValidateLimit(op, f.Limit); err != nil {
+		return nil, err
+	}
+	if err := storeutil.ValidateStatuses(op, f.Statuses); err != nil {
+		return nil, err
+	}
+	if err := s.check(op, ""); err != nil {
+		return nil, err
+	}
+	var where []string
+	var args []any
+	if f.ThreadID != "" {
+		where, args = append(where, "thread_id = ?"), append(args, f.ThreadID)
+	}
+	if f.Tenant != "" {
+		where, args = append(where, "tenant = ?"), append(args, f.Tenant)
+	}
+	if len(f.Statuses) > 0 {
+		where = append(where, "status IN ("+placeholders(len(f.Statuses))+")")
+		for _, st := range f.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	if !f.UpdatedBefore.IsZero() {
+		where, args = append(where, "updated_at < ?"), append(args, storeutil.MS(f.UpdatedBefore))
+	}
+	query := `SELECT ` + storeutil.RunColumns + ` FROM corral_runs` + whereClause(where) + ` ORDER BY created_at, id`
+	if f.Limit > 0 {
+		query, args = query+` LIMIT ?`, append(args, f.Limit)
+	}
+	return s.queryRuns(ctx, op, query, args...)
+}
+
+// ListReclaimable implements store.RunStore.
+func (s *Store) ListReclaimable(ctx context.Context, detachedBefore time.Time, limit int) ([]store.Run, error) {
+	const op = storeutil.OpReclaimable
+	if err := storeutil.ValidateLimit(op, limit); err != nil {
+		return nil, err
+	}
+	if err := s.check(op, ""); err != nil {
+		return nil, err
+	}
+	cond, args := nonTerminalIn()
+	query := `SELECT ` + storeutil.RunColumns + ` FROM corral_runs
+		WHERE detached_since IS NOT NULL AND detached_since <= ? AND ` + cond + ` ORDER BY detached_since, id`
+	args = append([]any{storeutil.MS(detachedBefore)}, args...)
+	if limit > 0 {
+		query, args = query+` LIMIT ?`, append(args, limit)
+	}
+	return s.queryRuns(ctx, op, query, args...)
+}
+
+// --- events ------------------------------------------------------------------
+
+// logState reads what the fences need from the run row.
+func logState(ctx context.Context, q querier, op, runID string) (epoch, lastSeq int64, closed bool, err error) {
+	var closedAt *int64
+	err = q.QueryRowContext(ctx, `SELECT driver_epoch, last_seq, log_closed_at FROM corral_runs WHERE id = ?`, runID).
+		Scan(&epoch, &lastSeq, &closedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, storeutil.RunNotFound(op, runID)
+	}
+	return epoch, lastSeq, closedAt != nil, err
+}
+
+// AppendEvents implements store.EventLog: the fences and the insert are one
+// write transaction, so no other writer can move the epoch or the log in
+// between.
+func (s *Store) AppendEvents(ctx context.Context, runID string, epoch, firstSeq int64, events []store.NewEvent) error {
+	const op = storeutil.OpAppend
+	if err := storeutil.ValidateEvents(runID, firstSeq, events); err != nil {
+		return err
+	}
+	return s.inTx(ctx, op, runID, func(tx *sql.Tx) error {
+		stored, last, closed, err := logState(ctx, tx, op, runID)
+		if err != nil {
+			return err
+		}
+		if err := storeutil.CheckAppend(runID, epoch, stored, closed, last, firstSeq); err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		now := storeutil.Now()
+		const batch = 100 // 5 values each, far below SQLite's 32766 variables
+		for start := 0; start < len(events); start += batch {
+			chunk := events[start:min(start+batch, len(events))]
+			args := make([]any, 0, 5*len(chunk))
+			rows := make([]string, len(chunk))
+			for i, e := range chunk {
+				rows[i] = "(?, ?, ?, ?, ?)"
+				var data any
+				if len(e.Data) > 0 {
+					data = []byte(e.Data)
+				}
+				args = append(args, runID, firstSeq+int64(start+i), e.Type, data,
+					storeutil.MS(storeutil.EventTime(e.Time, now)))
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO corral_run_events (run_id, seq, type, data, time) VALUES `+
+				strings.Join(rows, ", "), args...); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE corral_runs SET last_seq = ? WHERE id = ?`, firstSeq+int64(len(events))-1, runID)
+		return err
+	})
+}
+
+// ReadEvents implements store.EventLog.
+func (s *Store) ReadEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]store.Event, error) {
+	const op = storeutil.OpRead
+	if err := storeutil.ValidateLimit(op, limit); err != nil {
+		return nil, err
+	}
+	if err := s.check(op, runID); err != nil {
+		return nil, err
+	}
+	// One read transaction: the existence check and the rows see one
+	// snapshot.
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, wrapErr(ctx, op, runID, err)
+	}
+	defer tx.Rollback()
+	if _, _, _, err := logState(ctx, tx, op, runID); err != nil {
+		return nil, wrapErr(ctx, op, runID, err)
+	}
+	query := `SELECT seq, type, data, time FROM corral_run_events WHERE run_id = ? AND seq > ? ORDER BY seq`
+	args := []any{runID, afterSeq}
+	if limit > 0 {
+		query, args = query+` LIMIT ?`, append(args, limit)
+	}
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, wrapErr(ctx, op, runID, err)
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		e := store.Event{RunID: runID}
+		var data []byte
+		var ms int64
+		if err := rows.Scan(&e.Seq, &e.Type, &data, &ms); err != nil {
+			return nil, wrapErr(ctx, op, runID, err)
+		}
+		e.Data = storeutil.CopyData(data)
+		e.Time = storeutil.FromMS(ms)
+		out = append(out, e)
+	}
+	return out, wrapErr(ctx, op, runID, rows.Err())
+}
+
+// LastSeq implements store.EventLog.
+func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
+	const op = storeutil.OpLastSeq
+	if err := s.check(op, runID); err != nil {
+		return 0, err
+	}
+	_, last, _, err := logState(ctx, s.db, op, runID)
+	return last, wrapErr(ctx, op, runID, err)
+}
+
+// CloseLog implements store.EventLog.
+func (s *Store) CloseLog(ctx context.Context, runID string, epoch int64) error {
+	const op = storeutil.OpCloseLog
+	return s.inTx(ctx, op, runID, func(tx *sql.Tx) error {
+		stored, _, closed, err := logState(ctx, tx, op, runID)
+		if err != nil {
+			return err
+		}
+		if done, err := storeutil.CheckClose(runID, epoch, stored, closed); done || err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE corral_runs SET log_closed_at = ? WHERE id = ?`, storeutil.MS(storeutil.Now()), runID)
+		return err
+	})
+}
+
+// LogClosed implements store.EventLog.
+func (s *Store) LogClosed(ctx context.Context, runID string) (bool, error) {
+	const op = storeutil.OpLogClosed
+	if err := s.check(op, runID); err != nil {
+		return false, err
+	}
+	_, _, closed, err := logState(ctx, s.db, op, runID)
+	return closed, wrapErr(ctx, op, runID, err)
+}
+
+// --- locks -------------------------------------------------------------------
+
+// The lease table's clock is this machine's wall clock (every process that
+// shares the file runs on it). A row's token only ever grows; expires_at is
+// NULL after a release.
+const (
+	acquireSQL = `INSERT INTO corral_leases (name, token, expires_at) VALUES (?1, 1, ?2 + ?3)
+ON CONFLICT (name) DO UPDATE SET token = token + 1, expires_at = excluded.expires_at
+WHERE expires_at IS NULL OR expires_at <= ?2
+RETURNING token`
+	renewSQL   = `UPDATE corral_leases SET expires_at = ? WHERE name = ? AND token = ? AND expires_at IS NOT NULL`
+	releaseSQL = `UPDATE corral_leases SET expires_at = NULL WHERE name = ? AND token = ?`
+)
+
+// TryLock implements store.Locker.
+func (s *Store) TryLock(ctx context.Context, name string, ttl time.Duration) (store.Lease, bool, error) {
+	const op = storeutil.OpLock
+	if err := storeutil.ValidateLockArgs(name, ttl); err != nil {
+		return nil, false, err
+	}
+	if err := s.check(op, name); err != nil {
+		return nil, false, err
+	}
+	start := time.Now()
+	var token int64
+	err := s.db.QueryRowContext(ctx, acquireSQL, name, start.UnixMilli(), storeutil.TTLMillis(ttl)).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, wrapErr(ctx, op, name, err)
+	}
+	l := lease.Start(lease.Config{
+		Name: name, Token: token, TTL: ttl, Start: start, Logger: s.log, OnEnd: s.leases.Remove,
+		Backend: &sqlLease{s: s, name: name, token: token, ttl: ttl},
+	})
+	s.leases.Add(l)
+	return l, true, nil
+}
+
+// Lock implements store.Locker.
+func (s *Store) Lock(ctx context.Context, name string, ttl time.Duration) (store.Lease, error) {
+	return lease.Wait(ctx, name, &s.leases.Waker, func(ctx context.Context) (store.Lease, bool, error) {
+		return s.TryLock(ctx, name, ttl)
+	})
+}
+
+type sqlLease struct {
+	s     *Store
+	name  string
+	token int64
+	ttl   time.Duration
+}
+
+func (l *sqlLease) Renew(ctx context.Context) (bool, error) {
+	res, err := l.s.db.ExecContext(ctx, renewSQL, time.Now().UnixMilli()+storeutil.TTLMillis(l.ttl), l.name, l.token)
+	if err != nil {
+		return false, wrapErr(ctx, storeutil.OpRenew, l.name, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, wrapErr(ctx, storeutil.OpRenew, l.name, err)
+}
+
+func (l *sqlLease) Release(ctx context.Context) error {
+	_, err := l.s.db.ExecContext(ctx, releaseSQL, l.name, l.token)
+	return wrapErr(ctx, storeutil.OpRelease, l.name, err)
+}

@@ -1,0 +1,125 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+	"github.com/d10ffeed/corral/store/sqlitestore"
+	"github.com/d10ffeed/corral/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	storetest.Main(m, func(ctx context.Context, spec string) (store.Store, error) {
+		return sqlitestore.Open(ctx, spec, sqlitestore.Options{})
+	})
+}
+
+func open(t *testing.T, path string) *sqlitestore.Store {
+	t.Helper()
+	s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+	if err != nil {
+		t.Fatalf("Open %s: %v", path, err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) storetest.Backend {
+			path := filepath.Join(t.TempDir(), "corral.db")
+			return storetest.Backend{
+				Store:     open(t, path),
+				Reopen:    func(t *testing.T) store.Store { return open(t, path) },
+				ChildSpec: path,
+			}
+		},
+	})
+}
+
+// TestConcurrentOpen: several stores opening one new file at once all
+// succeed, and each migration is recorded once.
+func TestConcurrentOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "corral.db")
+	const n = 6
+	stores := make([]*sqlitestore.Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Open %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	v, err := stores[0].SchemaVersion(t.Context())
+	if err != nil || v != 1 {
+		t.Fatalf("SchemaVersion = %d, %v; want 1", v, err)
+	}
+	// Reopening is a no-op for the schema.
+	s := open(t, path)
+	defer s.Close()
+	if v, _ := s.SchemaVersion(t.Context()); v != 1 {
+		t.Fatalf("SchemaVersion after reopen = %d", v)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	for _, path := range []string{"", ":memory:", "file:x.db", "a\x00b"} {
+		_, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
+		if sandbox.CodeOf(err) != sandbox.InvalidArgument {
+			t.Errorf("Open(%q) = %v, want InvalidArgument", path, err)
+		}
+	}
+	_, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "no", "such", "dir", "x.db"), sqlitestore.Options{})
+	if err == nil {
+		t.Fatal("Open in a missing directory succeeded")
+	}
+	if c := sandbox.CodeOf(err); c != sandbox.Unavailable {
+		t.Errorf("Open in a missing directory: code %v (%v), want Unavailable", c, err)
+	}
+}
+
+// TestOddPath: a path with URI-special characters is a plain file name.
+func TestOddPath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a b?c#d%41&e.db")
+	s := open(t, path)
+	defer s.Close()
+	if err := s.PutInstance(t.Context(), store.Instance{Key: "k", Provider: "p", ProviderSandboxID: "x", ThreadID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		entries, _ := os.ReadDir(dir)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("database file not at its literal path (%v); directory holds %q", err, names)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "c.db"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	_, _, err := s.GetInstance(t.Context(), "k")
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition {
+		t.Fatalf("GetInstance after Close: %v, want FailedPrecondition", err)
+	}
+}

@@ -312,7 +312,10 @@ func (s *readState) poll(ctx context.Context) (Exit, error) {
 			continue
 		}
 		if state == "gone" && len(data) == 0 {
-			return Exit{}, sandbox.Wrap(sandbox.FailedPrecondition, "journal.read", r.Paths.Token, ErrLost)
+			// The wrapper may have written its sentinel and exited between
+			// the read and the liveness check: read once more, now that it
+			// is surely gone.
+			return s.finalPoll(ctx)
 		}
 		if !s.gotByte && s.pos == 0 && r.FirstByteTimeout > 0 && time.Since(started) > r.FirstByteTimeout {
 			return Exit{}, sandbox.Wrap(sandbox.DeadlineExceeded, "journal.read", r.Paths.Token, ErrStalled)

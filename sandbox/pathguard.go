@@ -15,12 +15,14 @@ package sandbox
 // script with status ShellEscapeStatus; providers map that to EscapeError.
 //
 // Values reach the function as positional parameters, never as shell text.
-// The check and the operation that follows are two steps, so a process
+// Command substitution would strip a trailing newline from a resolved name;
+// the guard keeps it (readlink's output is followed by a marker that is cut
+// off again). The check and the operation that follows are two steps, so a process
 // inside the sandbox that swaps a directory for a link in between can win
 // the race; the guard protects the caller from following links it did not
 // create, not from the sandbox itself.
 const ShellPathGuard = `corral_resolve() {
-  cr_root=$(readlink -f -- "$1" 2>/dev/null) || cr_root=$1
+  cr_root=$(readlink -f -- "$1" 2>/dev/null && printf x) && cr_root=${cr_root%?x} || cr_root=$1
   cr_p=$2 cr_rest=
   if [ "$3" = 0 ]; then
     case "$cr_p" in */*) cr_rest=/${cr_p##*/} cr_p=${cr_p%/*} ;; esac
@@ -31,7 +33,7 @@ const ShellPathGuard = `corral_resolve() {
     cr_p=${cr_p%/*}
     [ -n "$cr_p" ] || { cr_p=/; break; }
   done
-  cr_r=$(readlink -f -- "$cr_p" 2>/dev/null) || cr_r=
+  cr_r=$(readlink -f -- "$cr_p" 2>/dev/null && printf x) && cr_r=${cr_r%?x} || cr_r=
   case "$cr_r" in
     "$cr_root"|"$cr_root"/*) ;;
     *) echo ` + ShellEscapeMarker + ` >&2; exit ` + shellEscapeStatusText + ` ;;

@@ -1,0 +1,89 @@
+// Package docker is corral's Docker provider: every sandbox is a container
+// on a Docker Engine, driven through the Engine API with the official Go
+// client (github.com/moby/moby/client).
+//
+// # Images
+//
+// The provider never pulls. Options.Image must already be present on the
+// engine; a missing image is an error with code NotFound that says so.
+// With a registry at hand, pull or build the image first and name it:
+//
+//	docker pull node:22      # or: docker build -t my-agent-image .
+//
+//	p, err := docker.New(docker.Options{Image: "node:22"})
+//
+// Ordinary images such as node:22, python:3.12, debian or alpine work as
+// they are. Nothing assumes BusyBox: the image needs a POSIX sh and the
+// tools BusyBox and GNU coreutils both have (cat, mv, rm, mkdir, chmod,
+// chown, stat -c, readlink -f, sleep, kill). The provider's tests run in
+// corral-test-base, a FROM-scratch image holding only a static BusyBox
+// (scripts/docker-test-image.sh builds it), because no registry is
+// reachable where they run.
+//
+// # Containers
+//
+// Create starts one container per sandbox, named after CreateOptions.ID
+// when it is a valid container name (otherwise a readable prefix plus a
+// digest of it; the ID itself is kept in the LabelKey label) and labelled
+// as corral's (LabelManaged and the other Label constants). Resume finds a
+// sandbox by that name, its container id or the original ID, and starts
+// it if it was stopped. Containers run a small sleep loop under Docker's
+// init (Init: true, so orphaned grandchildren are reaped), with
+// no-new-privileges, a process limit (Options.PidsLimit, default 1024) and
+// no host mounts. CreateOptions.Network set to deny gives the container
+// no network at all (NetworkMode "none", only lo). Options.Ports are
+// published on 127.0.0.1 only, at random host ports.
+//
+// # Environment and secrets
+//
+// CreateOptions.Env usually carries secrets, so it never reaches the
+// container's configuration: docker inspect, commits, snapshots and fork
+// images do not hold it. The handle keeps it in memory and sends it with
+// every command, laid over by SetEnv and then by Command.Env; the daemon
+// lays these over the image's environment, so PATH and HOME stay the
+// image's. After Resume or RestoreSnapshot the caller re-applies it with
+// SetEnv.
+//
+// # Commands and kills
+//
+// Docker cannot signal an exec, only a container's PID 1. Every command
+// therefore runs under a one-line sh wrapper that writes its pid as the
+// first line of standard error (the provider strips it) and then execs
+// the command, so the pid is the command's own. A docker exec process
+// leads its own session and process group, which its children and
+// backgrounded grandchildren share; Process.Kill runs one more exec that
+// signals that group, waits up to Options.KillGrace for it to empty after
+// SIGTERM, sends SIGKILL to what is left and verifies that nothing
+// survived. Concurrent kills share one; a kill after the process exited
+// costs nothing. Cancelling the context of Exec or Spawn (or
+// Command.Timeout passing) kills the same way. The pid never touches the
+// container's file system, so there are no pid files to clean up.
+//
+// Standard output and error arrive separately; a process killed by signal
+// N exits with 128+N. A spawned process's stdin is the attached stream:
+// Close half-closes the connection, so the process reads EOF while its
+// output keeps streaming (Capabilities().WritableStdin is true, as the
+// conformance suite measures).
+//
+// # Files, snapshots and forks
+//
+// Handle.FS is sandbox/execfs: each operation is one exec of a short sh
+// script guarded by sandbox.ShellPathGuard. Handle.Snapshot commits the
+// container to Options.SnapshotRepository (default "corral-snapshot") with
+// labels naming the sandbox, the label and the time, and returns the image
+// reference, which RestoreSnapshot takes. Fork commits and starts a new
+// container from the image; the image is removed with the fork. List,
+// ListSnapshots and Prune find corral's containers and images by label and
+// age; nothing without corral's labels is touched.
+//
+// # Errors
+//
+// Errors carry codes from package sandbox: an unreachable engine is
+// Unavailable and names the address; a missing image, a removed container
+// or a missing snapshot is NotFound; a stopped container is
+// FailedPrecondition until Resume starts it.
+//
+// New does not contact the engine; the first operation connects and
+// negotiates the API version (the client supports API 1.40 and later).
+// Ping checks the engine up front and CheckImage the image.
+package docker

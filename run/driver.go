@@ -393,11 +393,20 @@ func (d *driver) afterRun(ctx context.Context, status store.RunStatus) {
 			return
 		}
 		key := d.def.KeyFor(d.run.ThreadID, d.run.ID, d.run.Tenant)
-		if inst, ok, err := d.r.store.GetInstance(ctx, key); err == nil && ok && inst.ProviderSandboxID == d.handle.ID() {
-			inst.LatestSnapshotID = snap.ID
-			inst.UpdatedAt = time.Time{}
-			if err := d.r.store.PutInstance(ctx, inst); err != nil {
-				d.r.log.Warn("run: recording the after-run snapshot failed", "run", d.run.ID, "err", err)
+		inst, ok, err := d.r.store.GetInstance(ctx, key)
+		if err != nil || !ok || inst.ProviderSandboxID != d.handle.ID() {
+			return
+		}
+		old := inst.LatestSnapshotID
+		inst.LatestSnapshotID = snap.ID
+		inst.UpdatedAt = time.Time{}
+		if err := d.r.store.PutInstance(ctx, inst); err != nil {
+			d.r.log.Warn("run: recording the after-run snapshot failed", "run", d.run.ID, "err", err)
+			return
+		}
+		if old != "" && old != snap.ID {
+			if err := d.def.Provider.DeleteSnapshot(ctx, old); err != nil {
+				d.r.log.Debug("run: deleting the superseded snapshot failed", "run", d.run.ID, "snapshot", old, "err", err)
 			}
 		}
 	}

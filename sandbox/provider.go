@@ -30,6 +30,12 @@ type Provider interface {
 	// UnsupportedCapabilityError.
 	RestoreSnapshot(ctx context.Context, snapshot string, opts CreateOptions) (Handle, error)
 
+	// DeleteSnapshot removes a snapshot taken with Handle.Snapshot.
+	// Deleting a snapshot that is gone succeeds; one that a live sandbox
+	// still uses may be refused with FailedPrecondition. Providers without
+	// Capabilities().Snapshots return an UnsupportedCapabilityError.
+	DeleteSnapshot(ctx context.Context, snapshot string) error
+
 	// Destroy removes the sandbox with the given id and kills everything
 	// running in it. Destroying a sandbox that is already gone succeeds.
 	Destroy(ctx context.Context, id string) error

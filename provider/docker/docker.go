@@ -230,6 +230,34 @@ func (p *Provider) RestoreSnapshot(ctx context.Context, snapshot string, opts sa
 	return p.create(ctx, "docker.restore", snapshot, opts, map[string]string{LabelFrom: snapshot})
 }
 
+// DeleteSnapshot removes a snapshot image corral made. A snapshot that is
+// gone is fine; an image corral did not make is InvalidArgument (corral
+// never deletes other images); one a container still uses is
+// FailedPrecondition.
+func (p *Provider) DeleteSnapshot(ctx context.Context, snapshot string) error {
+	const op = "docker.delete-snapshot"
+	if snapshot == "" {
+		return sandbox.Errorf(sandbox.InvalidArgument, op, "", "empty snapshot id")
+	}
+	im, err := p.cli.ImageInspect(ctx, snapshot)
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return p.apiError(op, snapshot, err)
+	}
+	if im.Config == nil || im.Config.Labels[LabelManaged] != "true" || im.Config.Labels[LabelSnapshot] == "" {
+		return sandbox.Errorf(sandbox.InvalidArgument, op, snapshot, "not a corral snapshot image")
+	}
+	if _, err := p.cli.ImageRemove(ctx, snapshot, client.ImageRemoveOptions{PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if cerrdefs.IsConflict(err) {
+			return sandbox.Errorf(sandbox.FailedPrecondition, op, snapshot, "a sandbox still uses the snapshot: %v", err)
+		}
+		return p.apiError(op, snapshot, err)
+	}
+	return nil
+}
+
 // create makes and starts a container from image. extra labels are added
 // to corral's own.
 func (p *Provider) create(ctx context.Context, op, image string, opts sandbox.CreateOptions, extra map[string]string) (*handle, error) {

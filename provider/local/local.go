@@ -177,6 +177,11 @@ func (p *Provider) RestoreSnapshot(context.Context, string, sandbox.CreateOption
 	return nil, sandbox.Unsupported(Name, "snapshots")
 }
 
+// DeleteSnapshot is unsupported: the local provider has no snapshots.
+func (p *Provider) DeleteSnapshot(context.Context, string) error {
+	return sandbox.Unsupported(Name, "snapshots")
+}
+
 // Destroy kills every process of the sandbox and removes its directory when
 // corral created it. A sandbox that is already gone is fine.
 func (p *Provider) Destroy(ctx context.Context, id string) error {

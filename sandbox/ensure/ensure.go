@@ -312,7 +312,8 @@ func (m *Manager) Destroy(ctx context.Context, def *sandbox.Definition, req Requ
 	return m.DestroyKey(ctx, def.Provider, def.KeyFor(req.Thread, req.Run, req.Tenant), def.Hooks.OnDestroy)
 }
 
-// DestroyKey destroys the sandbox recorded under key (see Destroy).
+// DestroyKey destroys the sandbox recorded under key (see Destroy), and
+// deletes its latest snapshot.
 // onDestroy, when set, is called afterwards.
 func (m *Manager) DestroyKey(ctx context.Context, p sandbox.Provider, key string, onDestroy func(context.Context, string)) error {
 	timeout := m.DestroyTimeout
@@ -337,6 +338,12 @@ func (m *Manager) DestroyKey(ctx context.Context, p sandbox.Provider, key string
 	}
 	if err := m.Instances.DeleteInstance(dctx, key); err != nil {
 		return err
+	}
+	// Without its record the snapshot could never be used again.
+	if rec.LatestSnapshotID != "" && p.Capabilities().Snapshots {
+		if err := p.DeleteSnapshot(dctx, rec.LatestSnapshotID); err != nil {
+			m.log().Warn("ensure: deleting the destroyed sandbox's snapshot failed", "key", key, "snapshot", rec.LatestSnapshotID, "err", err)
+		}
 	}
 	if onDestroy != nil {
 		onDestroy(dctx, key)

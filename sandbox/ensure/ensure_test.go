@@ -71,6 +71,13 @@ func (c *counting) RestoreSnapshot(ctx context.Context, snap string, o sandbox.C
 	return &snapHandle{Handle: h, c: c}, nil
 }
 
+func (c *counting) DeleteSnapshot(ctx context.Context, snap string) error {
+	if c.snapDir == "" {
+		return sandbox.Unsupported("counting", "snapshots")
+	}
+	return os.RemoveAll(snap)
+}
+
 func (c *counting) Destroy(ctx context.Context, id string) error {
 	c.destroys.Add(1)
 	return c.Provider.Destroy(ctx, id)

@@ -36,6 +36,9 @@ func (s *suite) testCapabilities(t *testing.T) {
 		if !isUnimplemented(err) {
 			t.Errorf("RestoreSnapshot without the snapshots flag: got %v, want Unimplemented", err)
 		}
+		if err := p.DeleteSnapshot(ctx, "x"); !isUnimplemented(err) {
+			t.Errorf("DeleteSnapshot without the snapshots flag: got %v, want Unimplemented", err)
+		}
 	}
 	if !s.caps.Fork {
 		if _, err := h.Fork(ctx); !isUnimplemented(err) {

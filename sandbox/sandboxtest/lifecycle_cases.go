@@ -198,6 +198,20 @@ func (s *suite) testSnapshotRestore(t *testing.T) {
 	}
 	_, err = s.h.Provider.RestoreSnapshot(ctx, "corral-no-such-snapshot:nope", s.options(t))
 	wantCode(t, "RestoreSnapshot of a missing snapshot", err, sandbox.NotFound, sandbox.InvalidArgument)
+
+	// A snapshot nobody uses any more can be deleted, twice.
+	snap2, err := h.Snapshot(ctx, "to-delete")
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	if err := s.h.Provider.DeleteSnapshot(ctx, snap2.ID); err != nil {
+		t.Fatalf("DeleteSnapshot: %v", err)
+	}
+	if err := s.h.Provider.DeleteSnapshot(ctx, snap2.ID); err != nil {
+		t.Errorf("deleting a deleted snapshot must succeed: %v", err)
+	}
+	_, err = s.h.Provider.RestoreSnapshot(ctx, snap2.ID, s.options(t))
+	wantCode(t, "RestoreSnapshot of a deleted snapshot", err, sandbox.NotFound)
 }
 
 func (s *suite) testPorts(t *testing.T) {

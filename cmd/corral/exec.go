@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/spf13/cobra"
 )
@@ -34,7 +35,8 @@ sandbox (unless --keep). corral exits with the command's exit code, or 125
 when corral itself fails.`,
 		Example: `  corral exec -- echo hello
   corral exec --env NAME=value -- sh -c 'echo "$NAME"'
-  corral exec --dir ./project -- ls`,
+  corral exec --dir ./project -- ls
+  corral exec --provider docker --image corral-test-base --network none -- ls /sys/class/net`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return &exitError{code: execFailure, err: errors.New("no command given: corral exec [flags] -- CMD [ARGS...]")}
@@ -82,7 +84,13 @@ func runExec(cmd *cobra.Command, pf *providerFlags, env map[string]string, keep 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	h, err := p.Create(ctx, sandbox.CreateOptions{Env: env})
+	if c, ok := p.(interface{ Close() error }); ok {
+		defer c.Close()
+	}
+	if pf.name == docker.Name && pf.image == "" {
+		return 0, errors.New("--image is required with --provider docker (an image present on the engine; none is pulled)")
+	}
+	h, err := p.Create(ctx, sandbox.CreateOptions{Env: env, Network: pf.networkMode()})
 	if err != nil {
 		return 0, err
 	}

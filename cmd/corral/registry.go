@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/spf13/cobra"
@@ -21,6 +22,16 @@ type providerFlags struct {
 func (f *providerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.name, "provider", "local", "sandbox provider: "+strings.Join(providerNames(), ", "))
 	cmd.Flags().StringVar(&f.dir, "dir", "", "local: use this existing directory as the sandbox (kept afterwards)")
+	cmd.Flags().StringVar(&f.image, "image", "", "docker: the image to run (must be present on the engine)")
+	cmd.Flags().StringVar(&f.network, "network", "", `docker: the network ("none" denies the network; default bridge)`)
+}
+
+// networkMode is the create-time network gate the flags ask for.
+func (f *providerFlags) networkMode() sandbox.NetworkMode {
+	if f.network == "none" {
+		return sandbox.NetworkDeny
+	}
+	return sandbox.NetworkDefault
 }
 
 // providerEntry is one provider the CLI can build.
@@ -38,10 +49,25 @@ var providers = map[string]providerEntry{
 			return p.Capabilities()
 		},
 		open: func(f *providerFlags) (sandbox.Provider, error) {
-			if f.image != "" {
-				return nil, fmt.Errorf("--image is for the docker provider, not %q", local.Name)
+			if f.image != "" || f.network != "" {
+				return nil, fmt.Errorf("--image and --network are for the docker provider, not %q", local.Name)
 			}
 			return local.New(local.Options{Dir: f.dir})
+		},
+	},
+	docker.Name: {
+		summary: "Docker containers on a local or remote engine",
+		caps: func() sandbox.Capabilities {
+			p, _ := docker.New(docker.Options{})
+			defer p.Close()
+			return p.Capabilities()
+		},
+		open: func(f *providerFlags) (sandbox.Provider, error) {
+			opts := docker.Options{Image: f.image, Logger: logger()}
+			if f.network != "" && f.network != "none" {
+				opts.Network = f.network
+			}
+			return docker.New(opts)
 		},
 	},
 }

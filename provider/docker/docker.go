@@ -29,8 +29,9 @@ const DefaultSnapshotRepository = "corral-snapshot"
 // exits cleanly on SIGTERM. It needs nothing but sh and sleep.
 var keepAlive = []string{"sh", "-c", `trap 'exit 0' TERM; while :; do sleep 3600 & wait; done`}
 
-// Options configure the Docker provider. Image is required; every other
-// field has a default.
+// Options configure the Docker provider. Image is required to create
+// sandboxes (resume, restore, destroy, list and prune work without it);
+// every other field has a default.
 type Options struct {
 	// Image is the image new sandboxes run. It must be present on the
 	// engine already: the provider never pulls.
@@ -91,15 +92,12 @@ var _ sandbox.Provider = (*Provider)(nil)
 
 // New returns a Docker provider. It does not contact the engine: the first
 // call that needs it connects and negotiates the API version (use Ping to
-// check the engine up front). It fails with InvalidArgument when Image is
-// empty or an option is malformed.
+// check the engine up front). It fails with InvalidArgument when an option
+// is malformed.
 func New(opts Options) (*Provider, error) { return newProvider(opts) }
 
 // newProvider is New with extra client options (tests count calls).
 func newProvider(opts Options, extra ...client.Opt) (*Provider, error) {
-	if opts.Image == "" {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "docker.new", "", "Options.Image is required: name an image present on the engine")
-	}
 	if opts.Workdir == "" {
 		opts.Workdir = sandbox.WorkspaceRoot
 	}
@@ -216,6 +214,9 @@ func (p *Provider) missingImage(op, image string, err error) error {
 // snapshot image holds it. An existing container with that name is an
 // error with code AlreadyExists.
 func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sandbox.Handle, error) {
+	if p.opts.Image == "" {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "docker.create", opts.ID, "no image: set Options.Image to an image present on the engine")
+	}
 	return p.create(ctx, "docker.create", p.opts.Image, opts, nil)
 }
 

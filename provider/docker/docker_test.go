@@ -365,8 +365,13 @@ func TestClearErrors(t *testing.T) {
 	}
 	wantCode(t, "Ping with no engine", q.Ping(ctx), sandbox.Unavailable)
 
-	_, err = docker.New(docker.Options{})
-	wantCode(t, "New without an image", err, sandbox.InvalidArgument)
+	noImage, err := docker.New(docker.Options{})
+	if err != nil {
+		t.Fatalf("New without an image (for management only): %v", err)
+	}
+	_, err = noImage.Create(ctx, sandbox.CreateOptions{})
+	wantCode(t, "Create without an image", err, sandbox.InvalidArgument)
+	noImage.Close()
 	_, err = docker.New(docker.Options{Image: "x", Ports: []int{0}})
 	wantCode(t, "New with a bad port", err, sandbox.InvalidArgument)
 	_, err = docker.New(docker.Options{Image: "x", Workdir: "rel"})

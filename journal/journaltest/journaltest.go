@@ -95,7 +95,16 @@ func start(t *testing.T, ctx context.Context, h sandbox.Handle, script string) (
 	if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: script}}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { removeJournal(h, p) })
 	return p, nonce
+}
+
+// removeJournal deletes a test's journal files (on the local provider they
+// are in the host's /tmp).
+func removeJournal(h sandbox.Handle, p journal.Paths) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = journal.Remove(ctx, h, p)
 }
 
 func reader(h sandbox.Handle, p journal.Paths, nonce string, st journal.Strategy) *journal.Reader {
@@ -208,6 +217,7 @@ func (s *suite) testStalled(t *testing.T, st journal.Strategy) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { removeJournal(h, p) })
 	r := reader(h, p, journal.NewNonce(), st)
 	r.FirstByteTimeout = 700 * time.Millisecond
 	begin := time.Now()
@@ -274,6 +284,7 @@ func (s *suite) testHostileRunID(t *testing.T) {
 	if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Args: []string{"echo", "hostile"}}}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { removeJournal(h, p) })
 	lines, exit, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0)
 	if err != nil || len(lines) != 1 || exit.Code != 0 {
 		t.Fatalf("%q %+v %v", texts(lines), exit, err)

@@ -47,7 +47,41 @@ const (
 	ApprovalRequested = "approval.requested"
 	// Cancelled marks a run ended by a cancel request.
 	Cancelled = "run.cancelled"
+	// SessionStarted carries the agent's session id (value: Session), so
+	// the thread's next run can resume it.
+	SessionStarted = "session.started"
 )
+
+// FileChange is the value of a file.changed event: the run's working-tree
+// change as a git patch (new, untracked files included) and the paths it
+// touches.
+type FileChange struct {
+	Patch     string   `json:"patch"`
+	Files     []string `json:"files"`
+	Truncated bool     `json:"truncated,omitempty"`
+}
+
+// Session is the value of a session.started event.
+type Session struct {
+	ID string `json:"id"`
+}
+
+// Approval is the value of an approval.requested event.
+type Approval struct {
+	ID     string `json:"approvalId"`
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	Title  string `json:"title,omitempty"`
+}
+
+// CustomEvent returns a CUSTOM event with the value encoded as JSON.
+func CustomEvent(name string, value any) Event {
+	b, err := json.Marshal(value)
+	if err != nil {
+		panic("event: " + err.Error())
+	}
+	return Event{Type: Custom, Name: name, Value: b}
+}
 
 // Event is one event. Which fields are set depends on Type; unset fields
 // are omitted from the JSON.

@@ -9,7 +9,9 @@
 package harness
 
 import (
+	"bytes"
 	"context"
+	"strings"
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/sandbox"
@@ -20,21 +22,63 @@ type Harness interface {
 	// Name is the harness's stable name, kept on the run record.
 	Name() string
 	// Prepare returns the command that runs the agent for a run. It may
-	// write files into the sandbox (a prompt file, agent config).
+	// write files into the sandbox (agent configuration, a prompt file);
+	// files that carry secrets are listed in Invocation.Cleanup.
 	Prepare(ctx context.Context, h sandbox.Handle, req Request) (Invocation, error)
 	// Translator returns a fresh translator for one run.
 	Translator(run Run) Translator
 }
+
+// Auth is how an agent CLI authenticates.
+type Auth string
+
+// Auth modes.
+const (
+	// AuthAPIKey passes an API key from a workspace secret (the harness
+	// documents which secret name it reads) through the environment or a
+	// per-run config file, never argv.
+	AuthAPIKey Auth = "api-key"
+	// AuthHost lets the CLI use its own login on the host (the local
+	// provider): keys in the environment that would override that login are
+	// removed from the agent's environment.
+	AuthHost Auth = "host"
+)
 
 // Request is what a run asks of its agent.
 type Request struct {
 	Run
 	// Prompt is the user's instruction.
 	Prompt string
-	// Args is the command line, for harnesses that run a given command.
+	// Args is the command line, for harnesses that run a given command (and
+	// extra CLI arguments for the others).
 	Args []string
 	// Env is added to the agent's environment.
 	Env map[string]string
+	// Model names the model; empty means the CLI's default.
+	Model string
+	// Auth is the auth mode; empty means AuthAPIKey.
+	Auth Auth
+	// Secrets are the workspace's secrets (for AuthAPIKey and MCP config).
+	Secrets sandbox.Secrets
+	// Policy guards the agent; harnesses map it onto the CLI's own
+	// permission settings.
+	Policy *sandbox.Policy
+	// Scripts are the workspace scripts (policy aliases).
+	Scripts map[string]string
+	// Session is the agent session of the thread's previous run with this
+	// harness, to resume; empty starts fresh.
+	Session string
+	// Options are harness-specific settings.
+	Options map[string]string
+	// WorkspaceRoot is the real path of the workspace inside the sandbox
+	// (the handle's WorkspaceRoot): the cwd a CLI must be told when it takes
+	// one.
+	WorkspaceRoot string
+	// RunDir is a private directory for this run's files inside the
+	// sandbox, outside the workspace (agent configuration that carries a
+	// secret, say). It is removed with the run's journal. Write to it with
+	// WriteFile.
+	RunDir string
 }
 
 // Run identifies a run to its translator.
@@ -47,9 +91,13 @@ type Run struct {
 type Invocation struct {
 	// Command is the agent's command (its Dir is a workspace path).
 	Command sandbox.Command
-	// StdinFile, when set, is a file inside the sandbox fed to the agent's
-	// stdin.
-	StdinFile string
+	// Stdin, when set, is the agent's standard input: written to the process
+	// where the provider's stdin is writable, else through a file in the
+	// sandbox that is redirected into it.
+	Stdin []byte
+	// Cleanup lists workspace paths the runner removes after the run (for
+	// example configuration that carries a secret).
+	Cleanup []string
 }
 
 // Translator turns one run's journal into events. It is deterministic:
@@ -61,6 +109,25 @@ type Translator interface {
 	// Line translates one journal line.
 	Line(line []byte) []event.Event
 	// End translates the agent's exit code into the closing events, which
-	// end with RUN_FINISHED or RUN_ERROR.
+	// end with RUN_FINISHED or RUN_ERROR. Tool calls still open are closed
+	// with an interrupted result.
 	End(exitCode int) []event.Event
+}
+
+// WriteFile writes data to an absolute path inside the sandbox (outside
+// the workspace too, unlike the sandbox's FS), creating its directory,
+// with the given mode. The data travels on the command's stdin, never in
+// argv. Harnesses use it for per-run files in Request.RunDir.
+func WriteFile(ctx context.Context, h sandbox.Handle, path string, data []byte, mode string) error {
+	res, err := h.Exec(ctx, sandbox.Command{
+		Args:  []string{"sh", "-c", `umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1" && chmod "$2" "$1"`, "corral-write", path, mode},
+		Stdin: bytes.NewReader(data),
+	})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return sandbox.Errorf(sandbox.Internal, "harness.write", path, "writing exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	return nil
 }

@@ -10,9 +10,10 @@ import (
 const NonceEnv = "CORRAL_JOURNAL_NONCE"
 
 // wrapper runs the agent with its output journaled. Positional parameters:
-// $1 dir, $2 journal, $3 err, $4 stdin file for the agent ("" for
-// /dev/null), $5 "stdin" when the nonce arrives on stdin (else it is in
-// NonceEnv), then the agent's argv.
+// $1 dir, $2 journal, $3 err, $4 stdin for the agent (a file, "-" for the
+// rest of the wrapper's own stdin, "" for /dev/null), $5 "stdin" when the
+// nonce arrives as the first line of stdin (else it is in NonceEnv), $6
+// "diff" to record the working tree's diff, then the agent's argv.
 //
 //   - The journal's first line records the wrapper's pid.
 //   - The agent runs in a subshell, so its own exit cannot skip the
@@ -20,22 +21,48 @@ const NonceEnv = "CORRAL_JOURNAL_NONCE"
 //     appended (never truncated).
 //   - An unterminated last line of the agent is ended with a newline, so
 //     the sentinel is always a line of its own.
+//   - In a git work tree, the tree is recorded before the agent starts (in
+//     a private index: the user's index is untouched) and diffed after it
+//     exits, new untracked files included; the diff goes into the journal,
+//     authenticated by the nonce, before the sentinel.
 //   - The wrapper's own stdout and stderr go nowhere: when the process that
 //     spawned it dies, nothing can SIGPIPE it.
 const wrapper = `exec >/dev/null 2>&1
-cj_dir=$1 cj_out=$2 cj_err=$3 cj_in=$4 cj_mode=$5
-shift 5
+cj_dir=$1 cj_out=$2 cj_err=$3 cj_in=$4 cj_mode=$5 cj_diff=$6
+shift 6
 if [ "$cj_mode" = stdin ]; then IFS= read -r cj_nonce; else cj_nonce=$` + NonceEnv + `; fi
 unset ` + NonceEnv + `
-[ -n "$cj_in" ] || cj_in=/dev/null
 mkdir -p "$cj_dir" || exit 1
 printf '{"__start":%d}\n' "$$" >>"$cj_out"
-( exec "$@" <"$cj_in" >>"$cj_out" 2>>"$cj_err" )
+cj_tree=
+if [ "$cj_diff" = diff ] && cj_git=$(git rev-parse --git-dir 2>/dev/null); then
+  cj_idx=$cj_dir/.index.$$
+  cp "$cj_git/index" "$cj_idx" 2>/dev/null
+  cj_tree=$(GIT_INDEX_FILE=$cj_idx git add -A . && GIT_INDEX_FILE=$cj_idx git write-tree) || cj_tree=
+fi
+case $cj_in in
+-) ( exec "$@" >>"$cj_out" 2>>"$cj_err" ) ;;
+'') ( exec "$@" </dev/null >>"$cj_out" 2>>"$cj_err" ) ;;
+*) ( exec "$@" <"$cj_in" >>"$cj_out" 2>>"$cj_err" ) ;;
+esac
 cj_rc=$?
 # The sentinel must be a line of its own: end an unterminated last line.
 [ -z "$(tail -c 1 "$cj_out")" ] || printf '\n' >>"$cj_out"
+if [ -n "$cj_tree" ]; then
+  cj_end=$(GIT_INDEX_FILE=$cj_idx git add -A . && GIT_INDEX_FILE=$cj_idx git write-tree)
+  if [ -n "$cj_end" ]; then
+    cj_size=$(git diff --binary "$cj_tree" "$cj_end" | wc -c | tr -d ' ')
+    cj_cut=false
+    [ "$cj_size" -gt ` + maxDiffText + ` ] && cj_cut=true
+    printf '{"__diff":"%s","__truncated":%s,"__nonce":"%s"}\n' \
+      "$(git diff --binary "$cj_tree" "$cj_end" | head -c ` + maxDiffText + ` | base64 | tr -d '\n')" "$cj_cut" "$cj_nonce" >>"$cj_out"
+  fi
+  rm -f "$cj_idx"
+fi
 printf '{"__exit":%d,"__nonce":"%s"}\n' "$cj_rc" "$cj_nonce" >>"$cj_out"
 `
+
+const maxDiffText = "1048576"
 
 // Spec describes a journaled agent.
 type Spec struct {
@@ -44,14 +71,19 @@ type Spec struct {
 	// Agent is the command to journal (argv or shell). Its Dir and Env are
 	// those of the wrapper and so of the agent.
 	Agent sandbox.Command
-	// StdinFile, when set, is a path inside the sandbox fed to the agent's
-	// stdin (a prompt file); otherwise the agent reads /dev/null.
-	StdinFile string
+	// Stdin, when set, is the agent's standard input. Start writes it to
+	// the process where the provider's stdin is writable, else to
+	// Paths.In, which is redirected into the agent.
+	Stdin []byte
+	// Diff records the working tree's diff in the journal after the agent
+	// exits (in a git work tree).
+	Diff bool
 }
 
 // Command returns the wrapper command for spec. When nonceOnStdin is true
 // the caller must write the nonce and a newline to the process's stdin
-// (providers with writable stdin); otherwise the nonce travels in NonceEnv.
+// (providers with writable stdin), followed by spec.Stdin; otherwise the
+// nonce travels in NonceEnv and spec.Stdin must already be in Paths.In.
 func Command(spec Spec, nonceOnStdin bool) (sandbox.Command, error) {
 	if !ValidNonce(spec.Nonce) {
 		return sandbox.Command{}, sandbox.Errorf(sandbox.InvalidArgument, "journal.command", spec.Paths.Token, "bad nonce")
@@ -59,11 +91,20 @@ func Command(spec Spec, nonceOnStdin bool) (sandbox.Command, error) {
 	if err := spec.Agent.Validate(); err != nil {
 		return sandbox.Command{}, err
 	}
-	mode := "env"
+	mode, in, diff := "env", "", ""
 	if nonceOnStdin {
 		mode = "stdin"
 	}
-	args := append([]string{"sh", "-c", wrapper, "corral-journal", spec.Paths.Dir, spec.Paths.Journal, spec.Paths.Err, spec.StdinFile, mode}, spec.Agent.Argv()...)
+	switch {
+	case len(spec.Stdin) > 0 && nonceOnStdin:
+		in = "-"
+	case len(spec.Stdin) > 0:
+		in = spec.Paths.In
+	}
+	if spec.Diff {
+		diff = "diff"
+	}
+	args := append([]string{"sh", "-c", wrapper, "corral-journal", spec.Paths.Dir, spec.Paths.Journal, spec.Paths.Err, in, mode, diff}, spec.Agent.Argv()...)
 	env := make(map[string]string, len(spec.Agent.Env)+1)
 	for k, v := range spec.Agent.Env {
 		env[k] = v

@@ -33,6 +33,8 @@ type Paths struct {
 	Token   string // the run id's file token
 	Journal string // <Dir>/<Token>.ndjson: stdout and the sentinels
 	Err     string // <Dir>/<Token>.err: stderr
+	In      string // <Dir>/<Token>.in: the agent's stdin, where it cannot be written to the process
+	Files   string // <Dir>/<Token>.d: the run's private files (agent config with secrets); removed with the journal
 }
 
 // PathsFor returns the paths of a run's journal under dir (DefaultDir when
@@ -49,7 +51,7 @@ func PathsFor(dir, runID string) (Paths, error) {
 	if err != nil {
 		return Paths{}, sandbox.Wrap(sandbox.InvalidArgument, "journal", runID, err)
 	}
-	return Paths{Dir: dir, Token: tok, Journal: path.Join(dir, tok+".ndjson"), Err: path.Join(dir, tok+".err")}, nil
+	return Paths{Dir: dir, Token: tok, Journal: path.Join(dir, tok+".ndjson"), Err: path.Join(dir, tok+".err"), In: path.Join(dir, tok+".in"), Files: path.Join(dir, tok+".d")}, nil
 }
 
 // NewNonce returns a fresh random nonce (32 hex digits). Keep it on the run
@@ -122,3 +124,29 @@ func FindExit(data []byte, nonce string) (int, bool) {
 	}
 	return 0, false
 }
+
+// ParseDiff reports whether line is this run's working-tree diff, written
+// by the wrapper after the agent exited, and returns the diff (a git patch,
+// cut at MaxDiff bytes) and whether it was cut.
+func ParseDiff(line []byte, nonce string) (diff []byte, truncated bool, ok bool) {
+	line = bytes.TrimSpace(line)
+	if !bytes.HasPrefix(line, []byte(`{"__diff":`)) {
+		return nil, false, false
+	}
+	var d struct {
+		Diff      *string `json:"__diff"`
+		Truncated bool    `json:"__truncated"`
+		Nonce     string  `json:"__nonce"`
+	}
+	if err := json.Unmarshal(line, &d); err != nil || d.Diff == nil || d.Nonce != nonce || nonce == "" {
+		return nil, false, false
+	}
+	b, err := decodeBase64([]byte(*d.Diff))
+	if err != nil {
+		return nil, false, false
+	}
+	return b, d.Truncated, true
+}
+
+// MaxDiff bounds the diff a journal carries.
+const MaxDiff = 1 << 20

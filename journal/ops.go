@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"sort"
@@ -25,12 +26,23 @@ func Start(ctx context.Context, h sandbox.Handle, spec Spec) error {
 	if err != nil {
 		return err
 	}
+	if len(spec.Stdin) > 0 && !stdin {
+		// Only a file can carry it: written before the agent starts.
+		res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `mkdir -p "$1" && cat > "$2"`, "corral-stdin", spec.Paths.Dir, spec.Paths.In}, Stdin: bytes.NewReader(spec.Stdin)})
+		if err != nil {
+			return err
+		}
+		if res.ExitCode != 0 {
+			return sandbox.Errorf(sandbox.Internal, "journal.start", spec.Paths.Token, "writing the agent's stdin file exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
+	}
 	pr, err := h.Spawn(context.WithoutCancel(ctx), cmd)
 	if err != nil {
 		return err
 	}
 	if stdin {
-		if _, err := io.WriteString(pr.Stdin(), spec.Nonce+"\n"); err != nil {
+		payload := append([]byte(spec.Nonce+"\n"), spec.Stdin...)
+		if _, err := pr.Stdin().Write(payload); err != nil {
 			_ = pr.Kill(context.WithoutCancel(ctx), 0)
 			return sandbox.Wrap(sandbox.Internal, "journal.start", spec.Paths.Token, err)
 		}
@@ -163,9 +175,9 @@ func Kill(ctx context.Context, h sandbox.Handle, p Paths, grace time.Duration) e
 	return nil
 }
 
-// Remove deletes a run's journal files.
+// Remove deletes a run's journal files and its private files directory.
 func Remove(ctx context.Context, h sandbox.Handle, p Paths) error {
-	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"rm", "-f", "--", p.Journal, p.Err}})
+	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"rm", "-rf", "--", p.Journal, p.Err, p.In, p.Files}})
 	if err != nil {
 		return err
 	}

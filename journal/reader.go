@@ -40,6 +40,15 @@ func StrategyFor(caps sandbox.Capabilities) Strategy {
 type Line struct {
 	Data []byte // without the newline
 	End  int64  // the absolute offset just past the newline: where to resume
+	// Diff is set (and Data empty) on the wrapper's working-tree diff line,
+	// which comes after the agent's last line and before the exit.
+	Diff *Diff
+}
+
+// Diff is the working-tree change of a run, as a git patch.
+type Diff struct {
+	Patch     []byte
+	Truncated bool // cut at MaxDiff bytes
 }
 
 // Exit is the end of a run as its journal records it.
@@ -142,7 +151,11 @@ func (s *readState) feed(b []byte) error {
 				continue
 			}
 		}
-		if err := s.fn(Line{Data: bytes.Clone(line), End: s.pos}); err != nil {
+		l := Line{Data: bytes.Clone(line), End: s.pos}
+		if patch, cut, ok := ParseDiff(line, s.r.Nonce); ok {
+			l = Line{End: s.pos, Diff: &Diff{Patch: patch, Truncated: cut}}
+		}
+		if err := s.fn(l); err != nil {
 			return err
 		}
 		s.partial = rest

@@ -41,6 +41,7 @@ type driver struct {
 	err       error         // why driving stopped early, if it did
 
 	handle   sandbox.Handle
+	cleanup  []string // workspace paths to remove after the run
 	tr       harness.Translator
 	stored   int64 // events in the log when the claim was made
 	produced int64 // events the translator has produced
@@ -143,17 +144,27 @@ func (d *driver) startAgent() error {
 	if cancelled, err := d.cancelRequested(); err == nil && cancelled {
 		return errCancelledBeforeStart
 	}
-	inv, err := d.h.Prepare(d.ctx, d.handle, harness.Request{
-		Run: harness.Run{RunID: d.run.ID, ThreadID: d.run.ThreadID}, Prompt: d.start.Prompt, Args: d.start.Args, Env: d.start.Env,
-	})
-	if err != nil {
-		return err
-	}
 	paths, err := journal.PathsFor(d.r.opts.JournalDir, d.run.ID)
 	if err != nil {
 		return err
 	}
-	return journal.Start(d.ctx, d.handle, journal.Spec{Paths: paths, Nonce: d.run.JournalNonce, Agent: inv.Command, StdinFile: inv.StdinFile})
+	var scripts map[string]string
+	if d.def.Workspace != nil {
+		scripts = d.def.Workspace.Scripts
+	}
+	inv, err := d.h.Prepare(d.ctx, d.handle, harness.Request{
+		Run:    harness.Run{RunID: d.run.ID, ThreadID: d.run.ThreadID},
+		Prompt: d.start.Prompt, Args: d.start.Args, Env: d.start.Env,
+		Model: d.start.Model, Auth: d.start.Auth, Options: d.start.Options,
+		Secrets: d.secrets(), Policy: d.def.Policy, Scripts: scripts,
+		Session:       d.r.previousSession(d.ctx, d.run),
+		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files,
+	})
+	if err != nil {
+		return err
+	}
+	d.cleanup = inv.Cleanup
+	return journal.Start(d.ctx, d.handle, journal.Spec{Paths: paths, Nonce: d.run.JournalNonce, Agent: inv.Command, Stdin: inv.Stdin, Diff: true})
 }
 
 var errCancelledBeforeStart = errors.New("run: cancelled before the agent started")
@@ -204,7 +215,11 @@ func (d *driver) follow() error {
 				res := <-result
 				return d.finish(res, cancelled)
 			}
-			if err := d.emit(d.tr.Line(l.Data)); err != nil {
+			evs := d.tr.Line(l.Data)
+			if l.Diff != nil {
+				evs = []event.Event{fileChanged(l.Diff)}
+			}
+			if err := d.emit(evs); err != nil {
 				return err
 			}
 			if len(d.pending) >= d.r.opts.BatchSize {
@@ -375,6 +390,11 @@ func (d *driver) afterRun(ctx context.Context, status store.RunStatus) {
 			d.r.log.Debug("run: removing the journal failed; the sweep will", "run", d.run.ID, "err", err)
 		}
 	}
+	for _, p := range d.cleanup {
+		if err := d.handle.FS().RemoveAll(ctx, p); err != nil {
+			d.r.log.Warn("run: removing a harness file failed", "run", d.run.ID, "path", p, "err", err)
+		}
+	}
 	req := ensure.Request{Thread: d.run.ThreadID, Run: d.run.ID, Tenant: d.run.Tenant}
 	lc := d.def.Lifecycle
 	// A cancelled run keeps its sandbox where the agent could be killed:
@@ -539,4 +559,27 @@ func (d *driver) finishDetach() {
 	}
 	d.setErr(errDetached)
 	d.broadcast()
+}
+
+// fileChanged is the event for the wrapper's working-tree diff.
+func fileChanged(d *journal.Diff) event.Event {
+	var files []string
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(d.Patch), "\n") {
+		rest, ok := strings.CutPrefix(line, "diff --git a/")
+		if !ok {
+			continue
+		}
+		if i := strings.Index(rest, " b/"); i >= 0 {
+			name := rest[i+3:]
+			if !seen[name] {
+				seen[name] = true
+				files = append(files, name)
+			}
+		}
+	}
+	if files == nil {
+		files = []string{}
+	}
+	return event.CustomEvent(event.FileChanged, event.FileChange{Patch: string(d.Patch), Files: files, Truncated: d.Truncated})
 }

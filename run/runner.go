@@ -19,12 +19,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/journal"
 	"github.com/d10ffeed/corral/sandbox"
@@ -157,6 +159,9 @@ type StartRequest struct {
 	Prompt     string
 	Args       []string
 	Env        map[string]string
+	Model      string
+	Auth       harness.Auth
+	Options    map[string]string
 }
 
 // NewID returns a fresh, time-ordered id with a prefix.
@@ -289,4 +294,38 @@ func (r *Runner) WaitStarted(ctx context.Context, runID string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// previousSession returns the agent session the thread's latest earlier run
+// with the same harness reported (a session.started event), or "".
+func (r *Runner) previousSession(ctx context.Context, cur store.Run) string {
+	runs, err := r.store.ListRuns(ctx, store.RunFilter{ThreadID: cur.ThreadID, Tenant: cur.Tenant})
+	if err != nil {
+		return ""
+	}
+	for i := len(runs) - 1; i >= 0; i-- {
+		prev := runs[i]
+		if prev.ID == cur.ID || prev.Harness != cur.Harness {
+			continue
+		}
+		evs, err := r.store.ReadEvents(ctx, prev.ID, 0, 0)
+		if err != nil {
+			return ""
+		}
+		for j := len(evs) - 1; j >= 0; j-- {
+			if evs[j].Type != string(event.Custom) {
+				continue
+			}
+			ev, err := event.Unmarshal(evs[j].Data)
+			if err != nil || ev.Name != event.SessionStarted {
+				continue
+			}
+			var s event.Session
+			if json.Unmarshal(ev.Value, &s) == nil && s.ID != "" {
+				return s.ID
+			}
+		}
+		return ""
+	}
+	return ""
 }

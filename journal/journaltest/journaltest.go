@@ -39,6 +39,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Probe", s.testProbe)
 	t.Run("KillTree", s.testKill)
 	t.Run("Sweep", s.testSweep)
+	t.Run("Stdin", s.testStdin)
+	t.Run("WorkingTreeDiff", s.testDiff)
 	for _, st := range strategies {
 		t.Run(string(st), func(t *testing.T) {
 			t.Run("LinesAndExit", func(t *testing.T) { s.testLinesAndExit(t, st) })
@@ -428,5 +430,88 @@ func (s *suite) testSweep(t *testing.T) {
 	empty, err := journal.Sweep(ctx, h, dir+"-missing", 10, func(context.Context, string) (bool, error) { return true, nil })
 	if err != nil || empty.Listed != 0 {
 		t.Errorf("missing dir: %+v %v", empty, err)
+	}
+}
+
+// noStdin hides a writable stdin, to exercise delivery through a file.
+type noStdin struct{ sandbox.Handle }
+
+func (n noStdin) Capabilities() sandbox.Capabilities {
+	c := n.Handle.Capabilities()
+	c.WritableStdin = false
+	return c
+}
+
+func (s *suite) testStdin(t *testing.T) {
+	ctx, h := s.sandbox(t)
+	for name, hh := range map[string]sandbox.Handle{"as-provided": h, "through-a-file": noStdin{h}} {
+		t.Run(name, func(t *testing.T) {
+			p, err := journal.PathsFor("", runID("stdin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			nonce := journal.NewNonce()
+			prompt := "line one\nline 'two' $HOME\n"
+			if err := journal.Start(ctx, hh, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Args: []string{"cat"}}, Stdin: []byte(prompt)}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { removeJournal(h, p) })
+			lines, exit, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0)
+			if err != nil || exit.Code != 0 {
+				t.Fatalf("%+v %v", exit, err)
+			}
+			if got := strings.Join(texts(lines), "\n") + "\n"; got != prompt {
+				t.Errorf("the agent read %q, want %q", got, prompt)
+			}
+		})
+	}
+}
+
+func (s *suite) testDiff(t *testing.T) {
+	ctx, h := s.sandbox(t)
+	res, err := h.Exec(ctx, sandbox.Command{Shell: `command -v git >/dev/null && git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m init && printf 'old\n' > tracked.txt && git add tracked.txt && git -c user.email=a@b -c user.name=a commit -q -m tracked && echo ready`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasGit := strings.Contains(string(res.Stdout), "ready")
+	p, err := journal.PathsFor("", runID("diff"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := journal.NewNonce()
+	agent := `printf 'new\n' > tracked.txt; printf 'brand new\n' > untracked.txt; echo done`
+	if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: agent}, Diff: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeJournal(h, p) })
+	lines, exit, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0)
+	if err != nil || exit.Code != 0 {
+		t.Fatalf("%+v %v", exit, err)
+	}
+	var diff *journal.Diff
+	for _, l := range lines {
+		if l.Diff != nil {
+			diff = l.Diff
+		}
+	}
+	if !hasGit {
+		if diff != nil {
+			t.Errorf("no git in the sandbox, yet a diff: %q", diff.Patch)
+		}
+		t.Log("the sandbox has no git: checked that no diff is recorded")
+		return
+	}
+	if diff == nil {
+		t.Fatalf("no diff line in %q", texts(lines))
+	}
+	patch := string(diff.Patch)
+	for _, want := range []string{"a/tracked.txt", "-old", "+new", "b/untracked.txt", "+brand new"} {
+		if !strings.Contains(patch, want) {
+			t.Errorf("the diff lacks %q:\n%s", want, patch)
+		}
+	}
+	st, _ := h.Exec(ctx, sandbox.Command{Args: []string{"git", "status", "--porcelain"}})
+	if !strings.Contains(string(st.Stdout), "?? untracked.txt") {
+		t.Errorf("the user's index must be untouched; git status: %q", st.Stdout)
 	}
 }

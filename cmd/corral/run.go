@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/command"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
@@ -20,12 +22,16 @@ func defsOf(d *sandbox.Definition) []*sandbox.Definition { return []*sandbox.Def
 
 func newRunCmd() *cobra.Command {
 	var (
-		sf     stateFlags
-		thread string
-		detach bool
+		sf      stateFlags
+		thread  string
+		detach  bool
+		hname   string
+		model   string
+		auth    string
+		options []string
 	)
 	cmd := &cobra.Command{
-		Use:   "run [flags] -- CMD [ARGS...]",
+		Use:   "run [flags] -- CMD [ARGS...] | run --harness NAME [flags] PROMPT",
 		Short: "Start a durable run and stream its output",
 		Long: `Start a durable run of a command in the thread's sandbox (from corral.yaml or
 --config) and stream its output. The command writes to a journal inside the
@@ -33,10 +39,35 @@ sandbox, so the run survives this process: Ctrl-C detaches (the run goes
 on; "corral attach RUN" picks it up), "corral cancel RUN" stops it. corral
 exits with the command's exit code.`,
 		Example: `  corral run -- sh -c 'for i in $(seq 1 50); do echo $i; sleep 0.1; done'
-  corral run --thread t1 --detach -- make test`,
+  corral run --thread t1 --detach -- make test
+  corral run --thread t1 --harness claude-code --model claude-sonnet-4-5 "fix the failing test"
+  corral run --harness "acp:my-agent --acp" "summarize the repository"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return errors.New("no command given: corral run [flags] -- CMD [ARGS...]")
+			h, acpArgs, err := resolveHarness(hname)
+			if err != nil {
+				return err
+			}
+			req := run.StartRequest{Thread: thread, Tenant: sf.tenant, Harness: h.Name(), Model: model, Auth: harness.Auth(auth)}
+			switch {
+			case h.Name() == command.Name:
+				if len(args) == 0 {
+					return errors.New("no command given: corral run [flags] -- CMD [ARGS...]")
+				}
+				req.Args = args
+			default:
+				req.Prompt = strings.TrimSpace(strings.Join(args, " "))
+				if req.Prompt == "" {
+					return fmt.Errorf("no prompt given: corral run --harness %s [flags] \"PROMPT\"", hname)
+				}
+				req.Args = acpArgs
+			}
+			switch req.Auth {
+			case "", harness.AuthAPIKey, harness.AuthHost:
+			default:
+				return fmt.Errorf("--auth %q: want api-key or host", auth)
+			}
+			if req.Options, err = parseOptions(options); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			r, st, err := sf.openRunner(ctx, cmd.ErrOrStderr())
@@ -45,7 +76,8 @@ exits with the command's exit code.`,
 			}
 			defer st.Close()
 			def, _ := sf.definition()
-			rec, err := r.Start(ctx, run.StartRequest{Definition: def.ID, Thread: thread, Tenant: sf.tenant, Harness: command.Name, Args: args})
+			req.Definition = def.ID
+			rec, err := r.Start(ctx, req)
 			if err != nil {
 				return err
 			}
@@ -62,7 +94,26 @@ exits with the command's exit code.`,
 	sf.register(cmd)
 	cmd.Flags().StringVar(&thread, "thread", "", "thread the run belongs to (default: a new one)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "start the run, print its id and return")
+	cmd.Flags().StringVar(&hname, "harness", command.Name, "the agent: "+strings.Join(harnessNames(), ", ")+", or acp:<agent command>")
+	cmd.Flags().StringVar(&model, "model", "", "the model the agent uses (default: the agent's)")
+	cmd.Flags().StringVar(&auth, "auth", "", "api-key (a workspace secret) or host (the agent CLI's own login)")
+	cmd.Flags().StringArrayVar(&options, "option", nil, "a harness option `K=V` (repeatable), e.g. executable=/path/to/cli")
 	return cmd
+}
+
+func parseOptions(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--option %q: want KEY=value", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // streamRun prints the run's events after offset until it ends; Ctrl-C

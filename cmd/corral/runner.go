@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/d10ffeed/corral/event"
-	"github.com/d10ffeed/corral/harness"
-	"github.com/d10ffeed/corral/harness/command"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox/bootstrap"
 	"github.com/d10ffeed/corral/store"
@@ -25,7 +23,7 @@ func (f *stateFlags) openRunner(ctx context.Context, out io.Writer) (*run.Runner
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := run.New(st, defsOf(def), []harness.Harness{command.Harness{}}, run.Options{
+	r, err := run.New(st, defsOf(def), allHarnesses(), run.Options{
 		Logger: logger(),
 		OnStep: func(_ string, ev bootstrap.StepEvent) {
 			if ev.Done {

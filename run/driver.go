@@ -136,7 +136,15 @@ func (d *driver) startAgent() error {
 	if d.r.opts.OnStep != nil {
 		m.OnStep = func(ev bootstrap.StepEvent) { d.r.opts.OnStep(d.run.ID, ev) }
 	}
+	began := time.Now()
 	res, err := m.Ensure(d.ctx, d.def, ensure.Request{Thread: d.run.ThreadID, Run: d.run.ID, Tenant: d.run.Tenant})
+	if f := d.r.opts.OnEnsure; f != nil {
+		outcome := string(res.Outcome)
+		if err != nil {
+			outcome = "failed"
+		}
+		f(time.Since(began), outcome)
+	}
 	if err != nil {
 		return err
 	}

@@ -81,6 +81,9 @@ type Options struct {
 	KillGrace time.Duration
 	// OnStep is told of setup steps while a run's sandbox is created.
 	OnStep func(runID string, ev bootstrap.StepEvent)
+	// OnEnsure is told how long ensuring a run's sandbox took and which
+	// path it took ("created", "resumed", "restored", or "failed").
+	OnEnsure func(d time.Duration, outcome string)
 	// Now returns the time. Default time.Now.
 	Now func() time.Time
 }
@@ -329,3 +332,6 @@ func (r *Runner) previousSession(ctx context.Context, cur store.Run) string {
 	}
 	return ""
 }
+
+// Driving reports whether this process drives the run now.
+func (r *Runner) Driving(runID string) bool { return r.driving(runID) != nil }

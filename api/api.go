@@ -1,0 +1,146 @@
+// Package api is the wire format of corral's HTTP API, shared by the
+// daemon (package server) and its Go client (package client): request and
+// response bodies, and the one table that maps corral's error codes to
+// HTTP statuses and back.
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+)
+
+// StartRun is the body of POST /v1/runs.
+type StartRun struct {
+	Definition string            `json:"definition,omitempty"` // default: the daemon's only (or "default") definition
+	Thread     string            `json:"thread,omitempty"`     // default: a new thread
+	Harness    string            `json:"harness,omitempty"`    // default: "command"
+	Prompt     string            `json:"prompt,omitempty"`
+	Args       []string          `json:"args,omitempty"`
+	Model      string            `json:"model,omitempty"`
+	Auth       string            `json:"auth,omitempty"`
+	Options    map[string]string `json:"options,omitempty"`
+}
+
+// Run is a run as the API shows it (its journal nonce stays private).
+type Run struct {
+	ID              string     `json:"id"`
+	Thread          string     `json:"thread"`
+	Definition      string     `json:"definition"`
+	Harness         string     `json:"harness"`
+	Status          string     `json:"status"`
+	CreatedAt       time.Time  `json:"createdAt"`
+	UpdatedAt       time.Time  `json:"updatedAt"`
+	FinishedAt      *time.Time `json:"finishedAt,omitempty"`
+	Error           string     `json:"error,omitempty"`
+	ExitCode        *int       `json:"exitCode,omitempty"`
+	SandboxKey      string     `json:"sandboxKey,omitempty"`
+	DetachedSince   *time.Time `json:"detachedSince,omitempty"`
+	CancelRequested *time.Time `json:"cancelRequested,omitempty"`
+	DriverEpoch     int64      `json:"driverEpoch"`
+	LastSeq         int64      `json:"lastSeq"`
+}
+
+// RunFrom converts a stored run.
+func RunFrom(r store.Run, lastSeq int64) Run {
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	return Run{
+		ID: r.ID, Thread: r.ThreadID, Definition: r.DefinitionID, Harness: r.Harness, Status: string(r.Status),
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: opt(r.FinishedAt), Error: r.Error, ExitCode: r.ExitCode,
+		SandboxKey: r.SandboxKey, DetachedSince: opt(r.DetachedSince), CancelRequested: opt(r.CancelRequested),
+		DriverEpoch: r.DriverEpoch, LastSeq: lastSeq,
+	}
+}
+
+// Runs is the body of GET /v1/runs.
+type Runs struct {
+	Runs []Run `json:"runs"`
+}
+
+// Sandbox is a sandbox instance as the API shows it.
+type Sandbox struct {
+	Key               string    `json:"key"`
+	Provider          string    `json:"provider"`
+	ProviderSandboxID string    `json:"providerSandboxId,omitempty"`
+	Thread            string    `json:"thread"`
+	Definition        string    `json:"definition,omitempty"`
+	LatestSnapshotID  string    `json:"latestSnapshotId,omitempty"`
+	LatestRunID       string    `json:"latestRunId,omitempty"`
+	CreatedAt         time.Time `json:"createdAt"`
+	UpdatedAt         time.Time `json:"updatedAt"`
+}
+
+// SandboxFrom converts a stored instance.
+func SandboxFrom(in store.Instance) Sandbox {
+	return Sandbox{Key: in.Key, Provider: in.Provider, ProviderSandboxID: in.ProviderSandboxID, Thread: in.ThreadID,
+		Definition: in.DefinitionID, LatestSnapshotID: in.LatestSnapshotID, LatestRunID: in.LatestRunID,
+		CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt}
+}
+
+// Sandboxes is the body of GET /v1/sandboxes.
+type Sandboxes struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
+
+// Definitions is the body of GET /v1/definitions.
+type Definitions struct {
+	Definitions []string `json:"definitions"`
+	Harnesses   []string `json:"harnesses"`
+}
+
+// Error is the body of every error response.
+type Error struct {
+	Code    string `json:"code"`    // one of sandbox's codes, e.g. "NotFound"
+	Message string `json:"message"` // for a person
+}
+
+var statusOf = map[sandbox.Code]int{
+	sandbox.OK:                 http.StatusOK,
+	sandbox.Unknown:            http.StatusInternalServerError,
+	sandbox.NotFound:           http.StatusNotFound,
+	sandbox.AlreadyExists:      http.StatusConflict,
+	sandbox.InvalidArgument:    http.StatusBadRequest,
+	sandbox.FailedPrecondition: http.StatusPreconditionFailed,
+	sandbox.PermissionDenied:   http.StatusForbidden,
+	sandbox.Unimplemented:      http.StatusNotImplemented,
+	sandbox.Unavailable:        http.StatusServiceUnavailable,
+	sandbox.ResourceExhausted:  http.StatusTooManyRequests,
+	sandbox.Canceled:           499, // client closed request
+	sandbox.DeadlineExceeded:   http.StatusGatewayTimeout,
+	sandbox.Internal:           http.StatusInternalServerError,
+}
+
+// HTTPStatus returns the status for a code.
+func HTTPStatus(c sandbox.Code) int {
+	if s, ok := statusOf[c]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// CodeOf returns the code carried by an error body, falling back to the
+// status when the body names none.
+func CodeOf(status int, body Error) sandbox.Code {
+	if c, ok := sandbox.ParseCode(body.Code); ok {
+		return c
+	}
+	switch status {
+	case http.StatusUnauthorized:
+		return sandbox.PermissionDenied
+	case http.StatusRequestEntityTooLarge:
+		return sandbox.InvalidArgument
+	}
+	for c, s := range statusOf {
+		if s == status && c != sandbox.Unknown {
+			return c
+		}
+	}
+	return sandbox.Unknown
+}

@@ -1,0 +1,275 @@
+// Package client is a Go client for corral's daemon (package server):
+// typed calls, and run event streams that resume by themselves from the
+// last event id when a connection drops — whichever replica answers next.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/d10ffeed/corral/api"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+)
+
+// Client talks to one daemon (or a load balancer in front of several).
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+	// Retry is how long Events keeps reconnecting after a dropped stream
+	// before giving up. Default 2 minutes.
+	Retry time.Duration
+}
+
+// New returns a client for the daemon at baseURL (e.g.
+// "http://127.0.0.1:7777"), authenticating with token when it is set.
+func New(baseURL, token string) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "client", baseURL, "want an http(s) URL such as http://127.0.0.1:7777")
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{}, Retry: 2 * time.Minute}, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	c.authorize(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return sandbox.Wrap(sandbox.Unavailable, "client."+strings.ToLower(method), path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return decodeError(resp, method+" "+path)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func (c *Client) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+}
+
+func decodeError(resp *http.Response, what string) error {
+	var body api.Error
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	_ = json.Unmarshal(raw, &body)
+	msg := body.Message
+	if msg == "" {
+		msg = strings.TrimSpace(string(raw))
+	}
+	if msg == "" {
+		msg = resp.Status
+	}
+	return &sandbox.Error{Code: api.CodeOf(resp.StatusCode, body), Op: "client", ID: what, Msg: msg}
+}
+
+// Start starts a run and returns its record.
+func (c *Client) Start(ctx context.Context, req api.StartRun) (api.Run, error) {
+	var out api.Run
+	return out, c.do(ctx, http.MethodPost, "/v1/runs", req, &out)
+}
+
+// Run returns one run.
+func (c *Client) Run(ctx context.Context, id string) (api.Run, error) {
+	var out api.Run
+	return out, c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, &out)
+}
+
+// ListOptions filter Runs.
+type ListOptions struct {
+	Thread   string
+	Statuses []string // e.g. "running"; empty means all
+	Limit    int
+}
+
+// Runs lists runs, newest first.
+func (c *Client) Runs(ctx context.Context, o ListOptions) ([]api.Run, error) {
+	q := url.Values{}
+	if o.Thread != "" {
+		q.Set("thread", o.Thread)
+	}
+	if len(o.Statuses) > 0 {
+		q.Set("status", strings.Join(o.Statuses, ","))
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	var out api.Runs
+	err := c.do(ctx, http.MethodGet, "/v1/runs?"+q.Encode(), nil, &out)
+	return out.Runs, err
+}
+
+// Active returns the thread's running run; ok is false when there is none.
+func (c *Client) Active(ctx context.Context, thread string) (api.Run, bool, error) {
+	var out api.Run
+	err := c.do(ctx, http.MethodGet, "/v1/threads/"+url.PathEscape(thread)+"/active", nil, &out)
+	if sandbox.CodeOf(err) == sandbox.NotFound {
+		return api.Run{}, false, nil
+	}
+	return out, err == nil, err
+}
+
+// Cancel asks for a run to end; the replica that drives it acts.
+func (c *Client) Cancel(ctx context.Context, id string) (api.Run, error) {
+	var out api.Run
+	return out, c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/cancel", nil, &out)
+}
+
+// Logs returns the run's stored events after a sequence number, without
+// taking the run over.
+func (c *Client) Logs(ctx context.Context, id string, after int64) ([]store.Event, error) {
+	var out []store.Event
+	return out, c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/runs/%s/events?format=json&offset=%d", url.PathEscape(id), after), nil, &out)
+}
+
+// Sandboxes lists the caller's sandbox instances.
+func (c *Client) Sandboxes(ctx context.Context) ([]api.Sandbox, error) {
+	var out api.Sandboxes
+	err := c.do(ctx, http.MethodGet, "/v1/sandboxes", nil, &out)
+	return out.Sandboxes, err
+}
+
+// DeleteSandbox destroys a sandbox instance and its record.
+func (c *Client) DeleteSandbox(ctx context.Context, key string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/sandboxes/"+url.PathEscape(key), nil, nil)
+}
+
+// ErrStreamError is wrapped by Events when the daemon ended a stream with
+// an error event.
+var ErrStreamError = errors.New("client: the daemon reported an error on the stream")
+
+// Events calls fn with the run's events after sequence number after, then
+// with the live remainder, until the run ends or ctx ends. When the
+// connection drops it reconnects (with Last-Event-ID) for up to Retry, so
+// no event is lost or repeated.
+func (c *Client) Events(ctx context.Context, id string, after int64, fn func(store.Event) error) error {
+	last := after
+	var lastErr error
+	deadline := time.Time{}
+	backoff := 100 * time.Millisecond
+	for {
+		done, progressed, err := c.stream(ctx, id, last, func(e store.Event) error {
+			last = e.Seq
+			return fn(e)
+		})
+		if done || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		if code := sandbox.CodeOf(err); err != nil && code != sandbox.Unavailable && code != sandbox.Unknown && code != sandbox.Internal {
+			return err // a real answer (not found, refused): no point retrying
+		}
+		lastErr = err
+		if progressed {
+			deadline, backoff = time.Time{}, 100*time.Millisecond
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(c.Retry)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("client: the stream of %s kept failing: %w", id, lastErr)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// stream reads one SSE connection. done is true when the run ended.
+func (c *Client) stream(ctx context.Context, id string, after int64, fn func(store.Event) error) (done, progressed bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/runs/%s/events", c.base, url.PathEscape(id)), nil)
+	if err != nil {
+		return true, false, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
+	c.authorize(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return false, false, sandbox.Wrap(sandbox.Unavailable, "client.events", id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		err := decodeError(resp, "events "+id)
+		return sandbox.CodeOf(err) != sandbox.Unavailable && resp.StatusCode < 500, false, err
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	var evID, evName string
+	var data []byte
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if evName == "end" {
+				return true, progressed, nil
+			}
+			if evName == "error" {
+				var e api.Error
+				_ = json.Unmarshal(data, &e)
+				return false, progressed, fmt.Errorf("%w: %s", ErrStreamError, e.Message)
+			}
+			if len(data) > 0 {
+				seq, perr := strconv.ParseInt(evID, 10, 64)
+				if perr != nil {
+					return true, progressed, sandbox.Errorf(sandbox.Internal, "client.events", id, "event without a sequence number")
+				}
+				var ev struct {
+					Type string `json:"type"`
+				}
+				_ = json.Unmarshal(data, &ev)
+				if err := fn(store.Event{RunID: id, Seq: seq, Type: ev.Type, Data: bytes.Clone(data)}); err != nil {
+					return true, progressed, err
+				}
+				progressed = true
+			}
+			evID, evName, data = "", "", nil
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "id:"):
+			evID = strings.TrimSpace(line[3:])
+		case strings.HasPrefix(line, "event:"):
+			evName = strings.TrimSpace(line[6:])
+		case strings.HasPrefix(line, "data:"):
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, strings.TrimPrefix(line[5:], " ")...)
+		}
+	}
+	return false, progressed, sandbox.Wrap(sandbox.Unavailable, "client.events", id, errors.Join(sc.Err(), io.ErrUnexpectedEOF))
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/d10ffeed/corral/config"
+	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/server"
+	"github.com/spf13/cobra"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		listen   string
+		storeURL string
+		configs  []string
+		tokens   []string
+		interval time.Duration
+		ttl      time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: HTTP/SSE API, web page and metrics",
+		Long: `Run corral's daemon. It serves the HTTP API (runs, events as Server-Sent
+Events, cancel, sandboxes), a web page at /, /healthz and /metrics, and runs
+the reaper. Several daemons may share one PostgreSQL store (--store
+postgres://…): clients reconnect to any of them, and a daemon takes over the
+runs of one that died. Without --token it listens on loopback only.`,
+		Example: `  corral serve
+  corral serve --listen 0.0.0.0:7777 --store postgres://corral@db/corral --token s3cret=acme --config app.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			toks, err := parseTokens(tokens)
+			if err != nil {
+				return err
+			}
+			if err := server.CheckListen(listen, toks); err != nil {
+				return err
+			}
+			defs, err := loadDefinitions(configs)
+			if err != nil {
+				return err
+			}
+			metrics := server.NewMetrics()
+			ids := make([]string, len(defs))
+			for i, d := range defs {
+				d.Provider = metrics.Instrument(d.Provider)
+				ids[i] = d.ID
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			sf := stateFlags{storeURL: storeURL}
+			st, err := sf.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			r, err := run.New(st, defs, allHarnesses(), run.Options{Logger: logger(), OnEnsure: metrics.ObserveEnsure})
+			if err != nil {
+				return err
+			}
+			srv, err := server.New(server.Options{Runner: r, Definitions: ids, Harnesses: harnessNames(), Tokens: toks,
+				Logger: logger(), ReapInterval: interval, ReapTTL: ttl, Metrics: metrics})
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			go srv.Reap(ctx)
+			errc := make(chan error, 1)
+			go func() { errc <- hs.Serve(ln) }()
+			fmt.Fprintf(cmd.ErrOrStderr(), "corral: serving on http://%s (definitions: %s)\n", ln.Addr(), strings.Join(ids, ", "))
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+			}
+			// Stop accepting, let streams end, and leave running runs
+			// detached for another replica (or this one after a restart).
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = hs.Shutdown(sctx)
+			if err := r.Close(sctx); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "corral: stopped; running runs are detached")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7777", "address to listen on")
+	cmd.Flags().StringVar(&storeURL, "store", "", "state store: sqlite:PATH (default under "+displayStateDir()+") or postgres://…")
+	cmd.Flags().StringArrayVar(&configs, "config", nil, "a sandbox definition file (repeatable; default ./"+config.DefaultFile+" or the built-in local definition)")
+	cmd.Flags().StringArrayVar(&tokens, "token", nil, "an auth token and its tenant, `TOKEN=TENANT` (repeatable); also CORRAL_TOKENS=t1=a,t2=b")
+	cmd.Flags().DurationVar(&interval, "reap-interval", time.Minute, "how often the reaper runs")
+	cmd.Flags().DurationVar(&ttl, "ttl", 30*time.Minute, "cancel runs nobody watched for this long (negative: never)")
+	return cmd
+}
+
+func parseTokens(flags []string) (map[string]string, error) {
+	all := append([]string{}, flags...)
+	if env := os.Getenv("CORRAL_TOKENS"); env != "" {
+		all = append(all, strings.Split(env, ",")...)
+	}
+	out := map[string]string{}
+	for _, kv := range all {
+		tok, tenant, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || tok == "" || tenant == "" {
+			return nil, errors.New("--token wants TOKEN=TENANT (a token and the tenant it acts for)")
+		}
+		out[tok] = tenant
+	}
+	return out, nil
+}
+
+func loadDefinitions(paths []string) ([]*sandbox.Definition, error) {
+	if len(paths) == 0 {
+		paths = []string{""}
+	}
+	var defs []*sandbox.Definition
+	seen := map[string]bool{}
+	for _, p := range paths {
+		sf := stateFlags{config: p}
+		d, err := sf.definition()
+		if err != nil {
+			return nil, err
+		}
+		if seen[d.ID] {
+			return nil, fmt.Errorf("two definitions with the id %q", d.ID)
+		}
+		seen[d.ID] = true
+		defs = append(defs, d)
+	}
+	return defs, nil
+}

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+)
+
+// Metrics are the daemon's Prometheus metrics.
+type Metrics struct {
+	reg         *prometheus.Registry
+	runsStarted prometheus.Counter
+	takeovers   prometheus.Counter
+	ensure      *prometheus.HistogramVec
+	exec        *prometheus.HistogramVec
+	reaped      *prometheus.CounterVec
+}
+
+// NewMetrics returns a fresh set of metrics in their own registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		runsStarted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "corral_runs_started_total", Help: "Runs started through this daemon."}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "corral_takeovers_total", Help: "Runs this daemon took over from a driver that was gone."}),
+		ensure: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "corral_ensure_seconds", Help: "Time to ensure a run's sandbox, by outcome.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"outcome"}),
+		exec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "corral_exec_seconds", Help: "Time of commands run in sandboxes, by provider.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}}, []string{"provider"}),
+		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_reaper_runs_total", Help: "Runs the reaper looked at, by outcome."}, []string{"outcome"}),
+	}
+	m.reg.MustRegister(m.runsStarted, m.takeovers, m.ensure, m.exec, m.reaped,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// ObserveEnsure records an ensure (for run.Options.OnEnsure).
+func (m *Metrics) ObserveEnsure(d time.Duration, outcome string) {
+	m.ensure.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+func (m *Metrics) observeReap(rep run.ReapReport) {
+	for _, r := range rep.Runs {
+		m.reaped.WithLabelValues(r.Outcome).Inc()
+	}
+}
+
+// Handler serves the metrics, with the store's runs by status and
+// sandboxes by provider counted at each scrape.
+func (m *Metrics) Handler(st store.Store) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&storeCollector{st: st})
+	return promhttp.HandlerFor(prometheus.Gatherers{m.reg, reg}, promhttp.HandlerOpts{})
+}
+
+var (
+	runsDesc      = prometheus.NewDesc("corral_runs", "Runs in the store, by status.", []string{"status"}, nil)
+	sandboxesDesc = prometheus.NewDesc("corral_sandboxes", "Sandbox instances in the store, by provider.", []string{"provider"}, nil)
+)
+
+// storeCollector counts runs and sandboxes in the store when scraped.
+type storeCollector struct{ st store.Store }
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- runsDesc
+	ch <- sandboxesDesc
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, st := range store.RunStatuses() {
+		runs, err := c.st.ListRuns(ctx, store.RunFilter{Statuses: []store.RunStatus{st}})
+		if err != nil {
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(runsDesc, prometheus.GaugeValue, float64(len(runs)), string(st))
+	}
+	insts, err := c.st.ListInstances(ctx, store.InstanceFilter{})
+	if err != nil {
+		return
+	}
+	by := map[string]int{}
+	for _, in := range insts {
+		by[in.Provider]++
+	}
+	for p, n := range by {
+		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), p)
+	}
+}
+
+// Instrument wraps a provider so the time of every Exec in its sandboxes
+// is observed.
+func (m *Metrics) Instrument(p sandbox.Provider) sandbox.Provider { return &instrumented{Provider: p, m: m} }
+
+type instrumented struct {
+	sandbox.Provider
+	m *Metrics
+}
+
+func (p *instrumented) wrap(h sandbox.Handle, err error) (sandbox.Handle, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &instrumentedHandle{Handle: h, p: p}, nil
+}
+
+func (p *instrumented) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.Handle, error) {
+	return p.wrap(p.Provider.Create(ctx, o))
+}
+
+func (p *instrumented) Resume(ctx context.Context, id string) (sandbox.Handle, error) {
+	return p.wrap(p.Provider.Resume(ctx, id))
+}
+
+func (p *instrumented) RestoreSnapshot(ctx context.Context, snap string, o sandbox.CreateOptions) (sandbox.Handle, error) {
+	return p.wrap(p.Provider.RestoreSnapshot(ctx, snap, o))
+}
+
+type instrumentedHandle struct {
+	sandbox.Handle
+	p *instrumented
+}
+
+func (h *instrumentedHandle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
+	began := time.Now()
+	res, err := h.Handle.Exec(ctx, cmd)
+	h.p.m.exec.WithLabelValues(h.p.Name()).Observe(time.Since(began).Seconds())
+	return res, err
+}
+
+func (h *instrumentedHandle) Fork(ctx context.Context) (sandbox.Handle, error) {
+	return h.p.wrap(h.Handle.Fork(ctx))
+}

@@ -103,7 +103,9 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 
 // Instrument wraps a provider so the time of every Exec in its sandboxes
 // is observed.
-func (m *Metrics) Instrument(p sandbox.Provider) sandbox.Provider { return &instrumented{Provider: p, m: m} }
+func (m *Metrics) Instrument(p sandbox.Provider) sandbox.Provider {
+	return &instrumented{Provider: p, m: m}
+}
 
 type instrumented struct {
 	sandbox.Provider

@@ -10,6 +10,7 @@ import (
 func newAttachCmd() *cobra.Command {
 	var (
 		sf   stateFlags
+		rf   remoteFlags
 		from int64
 	)
 	cmd := &cobra.Command{
@@ -23,6 +24,24 @@ missing. Ctrl-C detaches again. corral exits with the run's exit code.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if from < 0 {
+				return errors.New("--from must be 0 or more")
+			}
+			if rf.server != "" {
+				c, err := rf.client()
+				if err != nil {
+					return err
+				}
+				after := from
+				if !cmd.Flags().Changed("from") {
+					run, err := c.Run(ctx, args[0])
+					if err != nil {
+						return err
+					}
+					after = run.LastSeq
+				}
+				return streamRemote(cmd, c, args[0], after)
+			}
 			r, st, err := sf.openRunner(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -45,6 +64,7 @@ missing. Ctrl-C detaches again. corral exits with the run's exit code.`,
 		},
 	}
 	sf.register(cmd)
+	rf.register(cmd)
 	cmd.Flags().Int64Var(&from, "from", 0, "deliver the events after this sequence number (default: only new ones)")
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 func newCancelCmd() *cobra.Command {
 	var (
 		sf   stateFlags
+		rf   remoteFlags
 		wait time.Duration
 	)
 	cmd := &cobra.Command{
@@ -23,6 +24,13 @@ to --wait for the run to end.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if rf.server != "" {
+				c, err := rf.client()
+				if err != nil {
+					return err
+				}
+				return cancelRemote(cmd, c, args[0], wait)
+			}
 			r, st, err := sf.openRunner(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -51,6 +59,7 @@ to --wait for the run to end.`,
 		},
 	}
 	sf.register(cmd)
+	rf.register(cmd)
 	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the run to end")
 	return cmd
 }

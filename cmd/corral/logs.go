@@ -9,6 +9,7 @@ import (
 func newLogsCmd() *cobra.Command {
 	var (
 		sf     stateFlags
+		rf     remoteFlags
 		asJSON bool
 		from   int64
 	)
@@ -18,6 +19,23 @@ func newLogsCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			p := &printer{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), raw: asJSON}
+			if rf.server != "" {
+				c, err := rf.client()
+				if err != nil {
+					return err
+				}
+				evs, err := c.Logs(ctx, args[0], from)
+				if err != nil {
+					return err
+				}
+				for _, e := range evs {
+					if err := p.print(e); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
 			st, err := sf.openStore(ctx)
 			if err != nil {
 				return err
@@ -28,7 +46,6 @@ func newLogsCmd() *cobra.Command {
 			} else if !ok {
 				return fmt.Errorf("no run %q", args[0])
 			}
-			p := &printer{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), raw: asJSON}
 			evs, err := st.ReadEvents(ctx, args[0], from, 0)
 			if err != nil {
 				return err
@@ -42,6 +59,7 @@ func newLogsCmd() *cobra.Command {
 		},
 	}
 	sf.register(cmd)
+	rf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print each event as JSON, after its sequence number")
 	cmd.Flags().Int64Var(&from, "from", 0, "print the events after this sequence number")
 	return cmd

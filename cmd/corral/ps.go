@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/d10ffeed/corral/client"
 	"github.com/d10ffeed/corral/store"
 	"github.com/spf13/cobra"
 )
@@ -13,6 +14,7 @@ import (
 func newPsCmd() *cobra.Command {
 	var (
 		sf     stateFlags
+		rf     remoteFlags
 		all    bool
 		asJSON bool
 		thread string
@@ -23,18 +25,45 @@ func newPsCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			st, err := sf.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			f := store.RunFilter{ThreadID: thread, Tenant: sf.tenant}
-			if !all {
-				f.Statuses = []store.RunStatus{store.RunRunning}
-			}
-			runs, err := st.ListRuns(ctx, f)
-			if err != nil {
-				return err
+			var runs []store.Run
+			if rf.server != "" {
+				c, err := rf.client()
+				if err != nil {
+					return err
+				}
+				o := client.ListOptions{Thread: thread}
+				if !all {
+					o.Statuses = []string{string(store.RunRunning)}
+				}
+				list, err := c.Runs(ctx, o)
+				if err != nil {
+					return err
+				}
+				for i := len(list) - 1; i >= 0; i-- {
+					r := list[i]
+					sr := store.Run{ID: r.ID, ThreadID: r.Thread, DefinitionID: r.Definition, Harness: r.Harness, Status: store.RunStatus(r.Status),
+						CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Error: r.Error, ExitCode: r.ExitCode, SandboxKey: r.SandboxKey, DriverEpoch: r.DriverEpoch}
+					if r.DetachedSince != nil {
+						sr.DetachedSince = *r.DetachedSince
+					}
+					if r.FinishedAt != nil {
+						sr.FinishedAt = *r.FinishedAt
+					}
+					runs = append(runs, sr)
+				}
+			} else {
+				st, err := sf.openStore(ctx)
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				f := store.RunFilter{ThreadID: thread, Tenant: sf.tenant}
+				if !all {
+					f.Statuses = []store.RunStatus{store.RunRunning}
+				}
+				if runs, err = st.ListRuns(ctx, f); err != nil {
+					return err
+				}
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -65,6 +94,7 @@ func newPsCmd() *cobra.Command {
 		},
 	}
 	sf.register(cmd)
+	rf.register(cmd)
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include finished runs")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&thread, "thread", "", "only runs of this thread")

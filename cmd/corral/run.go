@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/d10ffeed/corral/api"
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/command"
 	"github.com/d10ffeed/corral/run"
@@ -23,6 +24,7 @@ func defsOf(d *sandbox.Definition) []*sandbox.Definition { return []*sandbox.Def
 func newRunCmd() *cobra.Command {
 	var (
 		sf      stateFlags
+		rf      remoteFlags
 		thread  string
 		detach  bool
 		hname   string
@@ -70,6 +72,22 @@ exits with the command's exit code.`,
 				return err
 			}
 			ctx := cmd.Context()
+			if rf.server != "" {
+				c, err := rf.client()
+				if err != nil {
+					return err
+				}
+				rec, err := c.Start(ctx, api.StartRun{Thread: req.Thread, Harness: req.Harness, Prompt: req.Prompt, Args: req.Args,
+					Model: req.Model, Auth: string(req.Auth), Options: req.Options})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s)\n", rec.ID, rec.Thread)
+				if detach {
+					return nil
+				}
+				return streamRemote(cmd, c, rec.ID, 0)
+			}
 			r, st, err := sf.openRunner(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -92,6 +110,7 @@ exits with the command's exit code.`,
 		},
 	}
 	sf.register(cmd)
+	rf.register(cmd)
 	cmd.Flags().StringVar(&thread, "thread", "", "thread the run belongs to (default: a new one)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "start the run, print its id and return")
 	cmd.Flags().StringVar(&hname, "harness", command.Name, "the agent: "+strings.Join(harnessNames(), ", ")+", or acp:<agent command>")

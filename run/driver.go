@@ -100,7 +100,9 @@ func (d *driver) body() error {
 	if err != nil {
 		return err
 	}
+	d.mu.Lock()
 	d.stored, d.lastSeq = last, last
+	d.mu.Unlock()
 	if err := d.emit(d.tr.Begin()); err != nil {
 		return err
 	}

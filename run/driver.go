@@ -228,6 +228,9 @@ func (d *driver) follow() error {
 			evs := d.tr.Line(l.Data)
 			if l.Diff != nil {
 				evs = []event.Event{fileChanged(l.Diff)}
+				if d.produced >= d.stored { // new, not a replay: tell the hook once
+					d.fileHook(l.Diff)
+				}
 			}
 			if err := d.emit(evs); err != nil {
 				return err
@@ -592,4 +595,47 @@ func fileChanged(d *journal.Diff) event.Event {
 		files = []string{}
 	}
 	return event.CustomEvent(event.FileChanged, event.FileChange{Patch: string(d.Patch), Files: files, Truncated: d.Truncated})
+}
+
+// fileHook tells the definition's OnFile hook about each file the run
+// changed (once, when the diff is first read); a panicking or slow hook
+// cannot stop the run.
+func (d *driver) fileHook(diff *journal.Diff) {
+	hook := d.def.Hooks.OnFile
+	if hook == nil {
+		return
+	}
+	for _, ev := range fileEvents(diff.Patch) {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					d.r.log.Warn("run: the OnFile hook panicked", "run", d.run.ID, "panic", p)
+				}
+			}()
+			hook(d.ctx, ev)
+		}()
+	}
+}
+
+// fileEvents reads a git patch into file events: create for new files,
+// delete for deleted ones, change otherwise.
+func fileEvents(patch []byte) []sandbox.FileEvent {
+	var out []sandbox.FileEvent
+	for _, chunk := range strings.Split(string(patch), "\ndiff --git ") {
+		chunk = strings.TrimPrefix(chunk, "diff --git ")
+		head, _, _ := strings.Cut(chunk, "\n")
+		i := strings.Index(head, " b/")
+		if !strings.HasPrefix(head, "a/") || i < 0 {
+			continue
+		}
+		op := "change"
+		switch {
+		case strings.Contains(chunk, "\nnew file mode"):
+			op = "create"
+		case strings.Contains(chunk, "\ndeleted file mode"):
+			op = "delete"
+		}
+		out = append(out, sandbox.FileEvent{Op: op, Path: sandbox.PortablePath(head[i+3:])})
+	}
+	return out
 }

@@ -37,6 +37,9 @@ type ReapReport struct {
 	Skipped bool        `json:"skipped,omitempty"` // another process is reaping
 	Runs    []ReapedRun `json:"runs"`
 	Idle    int         `json:"idleSandboxes"` // sandboxes destroyed for keep-alive
+	// Journals counts journals of finished runs deleted from long-lived
+	// sandboxes (each pass sweeps a few sandboxes, in turn).
+	Journals int `json:"journalsDeleted"`
 }
 
 // ReapedRun is one run's outcome.
@@ -99,7 +102,47 @@ func (r *Runner) Reap(ctx context.Context, opts ReapOptions) (rep ReapReport, er
 		}
 		rep.Idle += n
 	}
+	rep.Journals = r.sweepJournals(ctx, 5)
 	return rep, nil
+}
+
+// sweepJournals deletes the journals of finished runs in up to n
+// sandboxes, taking the instances in turn across passes. A journal is
+// deleted only when its run's record is terminal, never on doubt.
+func (r *Runner) sweepJournals(ctx context.Context, n int) int {
+	insts, err := r.store.ListInstances(ctx, store.InstanceFilter{})
+	if err != nil || len(insts) == 0 {
+		return 0
+	}
+	r.mu.Lock()
+	start := r.sweepCursor % len(insts)
+	r.sweepCursor = start + n
+	r.mu.Unlock()
+	deleted := 0
+	for i := 0; i < n && i < len(insts); i++ {
+		inst := insts[(start+i)%len(insts)]
+		def, ok := r.defs[inst.DefinitionID]
+		if !ok || inst.ProviderSandboxID == "" || def.Provider.Name() != inst.Provider {
+			continue
+		}
+		h, err := def.Provider.Resume(ctx, inst.ProviderSandboxID)
+		if err != nil {
+			continue
+		}
+		res, err := journal.Sweep(ctx, h, r.opts.JournalDir, 50, func(ctx context.Context, runID string) (bool, error) {
+			rec, ok, err := r.store.GetRun(ctx, runID)
+			if err != nil {
+				return false, err
+			}
+			return ok && rec.Status.Terminal(), nil
+		})
+		if err != nil {
+			r.log.Debug("run: sweeping journals failed", "sandbox", inst.ProviderSandboxID, "err", err)
+			continue
+		}
+		deleted += len(res.Deleted)
+	}
+	return deleted
 }
 
 // reapCandidates lists detached runs, and running runs whose driver died

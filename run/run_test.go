@@ -2,15 +2,19 @@ package run_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/command"
+	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/journal"
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/run/runtest"
@@ -318,4 +322,100 @@ func TestConformanceLocalPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtest.Run(t, runtest.Harness{Provider: p, Store: func(t *testing.T) store.Store { return pgtest.Open(t) }})
+}
+
+func TestFileChangedAndHook(t *testing.T) {
+	testutil.NeedGit(t)
+	repo := testutil.BareRepo(t, map[string]string{"keep.txt": "keep\n", "gone.txt": "bye\n"})
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New(memstore.Options{})
+	defer st.Close()
+	var mu sync.Mutex
+	var files []sandbox.FileEvent
+	def := &sandbox.Definition{ID: "d", Provider: p, Workspace: &sandbox.Workspace{Source: &sandbox.Source{Git: repo}},
+		Hooks: sandbox.Hooks{OnFile: func(_ context.Context, ev sandbox.FileEvent) { mu.Lock(); files = append(files, ev); mu.Unlock() }}}
+	r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{command.Harness{}}, run.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	c := ctx(t)
+	rec, err := r.Start(c, run.StartRequest{Definition: "d", Harness: command.Name, Args: []string{"sh", "-c", "echo more >> keep.txt; rm gone.txt; echo new > new.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, r, c, rec.ID, 0, false)
+	var change event.FileChange
+	for _, e := range evs {
+		if e.Type == event.Custom && e.Name == event.FileChanged {
+			if err := json.Unmarshal(e.Value, &change); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if strings.Join(change.Files, ",") != "gone.txt,keep.txt,new.txt" || !strings.Contains(change.Patch, "+new") {
+		t.Errorf("file.changed = %+v", change)
+	}
+	_ = r.Wait(c, rec.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]string{"/workspace/gone.txt": "delete", "/workspace/keep.txt": "change", "/workspace/new.txt": "create"}
+	if len(files) != 3 {
+		t.Fatalf("OnFile saw %+v", files)
+	}
+	for _, f := range files {
+		if want[f.Path] != f.Op {
+			t.Errorf("OnFile %+v, want op %s", f, want[f.Path])
+		}
+	}
+}
+
+// TestReaperSweepsJournals leaves the journal of a finished run behind (a
+// driver that died before cleaning up) and lets a reaper pass delete it,
+// while the journal of a running run stays.
+func TestReaperSweepsJournals(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(t, run.Options{JournalDir: "/tmp/corral-sweep-" + fmt.Sprint(time.Now().UnixNano())})
+	c := ctx(t)
+	done, err := r.Start(c, run.StartRequest{Definition: "d", Thread: "t", Harness: command.Name, Args: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Follow(c, done.ID, 0, func(store.Event) error { return nil })
+	_ = r.Wait(c, done.ID)
+	inst, ok, err := e.st.GetInstance(c, e.def.KeyFor("t", done.ID, ""))
+	if err != nil || !ok {
+		t.Fatalf("instance: %v %v", ok, err)
+	}
+	h, err := e.def.Provider.Resume(c, inst.ProviderSandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Put a journal back for the finished run, as a dead driver would have
+	// left it.
+	p, _ := journal.PathsFor(r.JournalDir(), done.ID)
+	if err := journal.Start(c, h, journal.Spec{Paths: p, Nonce: done.JournalNonce, Agent: sandbox.Command{Args: []string{"true"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFile := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := journal.Probe(c, h, p, done.JournalNonce)
+		if st.Finished || time.Now().After(waitFile) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rep, err := r.Reap(c, run.ReapOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Journals != 1 {
+		t.Errorf("the reaper deleted %d journals, want 1: %+v", rep.Journals, rep)
+	}
+	if st, _ := journal.Probe(c, h, p, done.JournalNonce); st.Exists {
+		t.Error("the finished run's journal is still there")
+	}
 }

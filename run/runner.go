@@ -46,6 +46,7 @@ type Runner struct {
 	mu          sync.Mutex
 	drivers     map[string]*driver // runs this process drives
 	driverGroup sync.WaitGroup
+	sweepCursor int // where the next journal sweep starts among the instances
 }
 
 // Options tune a Runner. Every field has a default.
@@ -335,3 +336,11 @@ func (r *Runner) previousSession(ctx context.Context, cur store.Run) string {
 
 // Driving reports whether this process drives the run now.
 func (r *Runner) Driving(runID string) bool { return r.driving(runID) != nil }
+
+// JournalDir is the journal directory inside sandboxes.
+func (r *Runner) JournalDir() string {
+	if r.opts.JournalDir == "" {
+		return journal.DefaultDir
+	}
+	return r.opts.JournalDir
+}

@@ -106,8 +106,9 @@ type Hooks struct {
 	OnError func(ctx context.Context, err error)
 	// OnDestroy runs after an instance was destroyed, with its key.
 	OnDestroy func(ctx context.Context, key string)
-	// OnFile is told of file changes the run's watcher sees (see the run
-	// package); errors in it are logged and ignored.
+	// OnFile is told of each file a run changed (created, changed or
+	// deleted, from the run's working-tree diff in a git work tree), once,
+	// when the run ends; a panic in it is logged and ignored.
 	OnFile func(ctx context.Context, ev FileEvent)
 }
 

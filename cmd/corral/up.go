@@ -57,6 +57,9 @@ runs, then the sandbox id and which path was taken.`,
 			if err != nil {
 				return err
 			}
+			if pm := res.Bootstrap.PackageManager; pm != "" {
+				fmt.Fprintf(out, "package manager: %s (detected from its lockfile; nothing was installed)\n", pm)
+			}
 			fmt.Fprintf(out, "%s %s\n", res.Outcome, res.Handle.ID())
 			return nil
 		},

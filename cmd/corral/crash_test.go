@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,7 +118,16 @@ func crashTrial(t *testing.T, cfg string, trial int) {
 
 	b := exec.CommandContext(ctx, corralBin, append(append([]string{"attach", id}, common...), "--from", "0")...)
 	b.Env = env
+	// A hung attach dumps its goroutines (SIGQUIT) so the failure says
+	// where it hung.
+	b.Cancel = func() error { return b.Process.Signal(syscall.SIGQUIT) }
+	b.WaitDelay = 5 * time.Second
+	var berr strings.Builder
+	b.Stderr = &berr
 	out, err := b.Output()
+	if ctx.Err() != nil {
+		t.Fatalf("attach hung (killed after lines %d); its stderr:\n%s", killAt, tail(berr.String(), 20000))
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -178,4 +188,11 @@ func crashTrial(t *testing.T, cfg string, trial int) {
 	if len(runs) != 1 || runs[0].Status != "failed" || runs[0].ExitCode == nil || *runs[0].ExitCode != 7 || runs[0].DriverEpoch < 2 {
 		t.Errorf("run record %+v", runs)
 	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
 }

@@ -299,6 +299,10 @@ func (d *driver) finish(res readResult, cancelled bool) error {
 			status = store.RunCancelled
 		case res.exit.Code != 0:
 			status, msg = store.RunFailed, d.exitMessage(res.exit.Code)
+		case len(evs) > 0 && evs[len(evs)-1].Type == event.RunError:
+			// The agent exited 0 but its own stream ended in an error (a
+			// refusal, an is_error result).
+			status, msg = store.RunFailed, d.secrets().Redact(evs[len(evs)-1].Message)
 		}
 		return d.finalize(status, &res.exit.Code, msg)
 	case cancelled:

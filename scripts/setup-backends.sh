@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # scripts/setup-backends.sh — installs (as root) and starts the real
 # components corral's tests use: a Docker engine with the local test image,
-# and a PostgreSQL cluster with a test database (scripts/setup-postgres.sh).
+# a PostgreSQL cluster with a test database (scripts/setup-postgres.sh), the
+# agent CLIs from npm (scripts/setup-agents.sh) and Debian's chromium for the
+# web page's browser test (scripts/setup-browser.sh).
 # Idempotent: what already runs is left alone. Under CI=true any failure is
 # fatal; elsewhere it warns and the affected tests skip with the reason.
 set -uo pipefail
@@ -50,4 +52,6 @@ setup_docker() {
 
 setup_docker
 scripts/setup-postgres.sh || fail "setting up PostgreSQL failed"
+scripts/setup-agents.sh || fail "installing the agent CLIs failed"
+scripts/setup-browser.sh || fail "installing chromium failed"
 exit 0

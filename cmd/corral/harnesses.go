@@ -6,12 +6,18 @@ import (
 	"strings"
 
 	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/acp"
+	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/harness/command"
+	"github.com/d10ffeed/corral/harness/grokbuild"
 )
 
 // harnesses are the agents the CLI can run, by name.
 var harnesses = map[string]harness.Harness{
-	command.Name: command.Harness{},
+	command.Name:    command.Harness{},
+	claudecode.Name: claudecode.Harness{},
+	grokbuild.Name:  grokbuild.Harness{},
+	acp.Name:        acp.New(acp.Options{}),
 }
 
 func harnessNames() []string {

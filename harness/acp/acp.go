@@ -1,0 +1,229 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// Name is the harness's name.
+const Name = "acp"
+
+// Request.Options keys this harness reads (besides OptionMCPServers).
+const (
+	// OptionApprovals is a JSON object of approval id → allowed: the
+	// answers to approval.requested events of earlier runs.
+	OptionApprovals = "approvals"
+	// OptionAuthMethod is an ACP authentication method id to authenticate
+	// with after initialize; the agent must advertise it.
+	OptionAuthMethod = "authMethod"
+	// OptionStartTimeout bounds how long the agent may take to answer
+	// initialize (a Go duration, e.g. "2m"); default Options.StartTimeout.
+	OptionStartTimeout = "startTimeout"
+)
+
+// Options tune a Harness. Every field has a default.
+type Options struct {
+	// Logger receives what goes wrong in the background. Default: discard.
+	Logger *slog.Logger
+	// StartTimeout bounds the wait for the agent's initialize answer (which
+	// includes the journal relay starting). Default 60s.
+	StartTimeout time.Duration
+	// ExitGrace is how long the agent gets to exit after its stdin closed
+	// at the end of the turn, before the relay kills it. Default 5s.
+	ExitGrace time.Duration
+}
+
+// Harness runs any Agent Client Protocol agent: Request.Args is the
+// agent's command. See the package documentation for how a run stays
+// durable. Its sessions live in this process: Close ends them.
+type Harness struct {
+	opts Options
+
+	mu       sync.Mutex
+	base     context.Context
+	stop     context.CancelFunc
+	sessions map[string]*session
+	wg       sync.WaitGroup
+}
+
+var _ harness.Harness = (*Harness)(nil)
+
+// New returns an ACP harness.
+func New(opts Options) *Harness {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	if opts.ExitGrace <= 0 {
+		opts.ExitGrace = 5 * time.Second
+	}
+	base, stop := context.WithCancel(context.Background())
+	return &Harness{opts: opts, base: base, stop: stop, sessions: map[string]*session{}}
+}
+
+// Name returns "acp".
+func (*Harness) Name() string { return Name }
+
+// Translator returns the translator of an ACP run's journal.
+func (*Harness) Translator(run harness.Run) harness.Translator { return newTranslator(run) }
+
+// relayScript is the journaled command. It starts the agent with its stdin
+// and stdout on two FIFOs the client holds, and copies what the client
+// writes to a third FIFO to its own stdout, which is the journal. When the
+// client closes that FIFO the agent is stopped and the relay exits with
+// the code the client left in rc; without one, the client went away.
+// $1 is the FIFO directory; the agent's argv follows.
+const relayScript = `d=$1; shift
+"$@" <"$d/in" >"$d/out" &
+a=$!
+cat "$d/ev"
+kill "$a" 2>/dev/null
+wait "$a"
+if [ -s "$d/rc" ]; then IFS= read -r rc <"$d/rc"; exit "$rc"; fi
+echo "corral: the ACP client (the corral process that drove this session) went away; the session is lost" >&2
+exit 75
+`
+
+// fifoScript makes the relay's FIFOs in a fresh directory ($1).
+const fifoScript = `umask 077 && mkdir -p "$1" && cd "$1" && rm -f in out ev rc && mkfifo in out ev`
+
+// Prepare starts the ACP client for a run and returns the relay to
+// journal. The client runs in this process until the turn ends; see the
+// package documentation.
+func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Request) (harness.Invocation, error) {
+	const op = "harness.acp"
+	if len(req.Args) == 0 || req.Args[0] == "" {
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "no agent command: run the acp harness as acp:<agent command>")
+	}
+	caps := hd.Capabilities()
+	for _, c := range []struct {
+		ok   bool
+		name string
+	}{{caps.WritableStdin, "writableStdin"}, {caps.BackgroundProcesses, "backgroundProcesses"}} {
+		if !c.ok {
+			return harness.Invocation{}, &sandbox.UnsupportedCapabilityError{Provider: hd.Provider(), Capability: c.name,
+				Hint: "the acp harness speaks ACP with the agent over long-lived processes whose stdin the host writes to"}
+		}
+	}
+	if req.RunDir == "" || !path.IsAbs(req.RunDir) {
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "the run needs an absolute private directory (Request.RunDir)")
+	}
+	decisions := map[string]bool{}
+	if s := req.Options[OptionApprovals]; s != "" {
+		if err := json.Unmarshal([]byte(s), &decisions); err != nil {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, OptionApprovals, "not a JSON object of approval id to boolean: %v", err)
+		}
+	}
+	servers, err := ParseMCPServers(req.Options, req.Secrets)
+	if err != nil {
+		return harness.Invocation{}, err
+	}
+	startTimeout := h.opts.StartTimeout
+	if s := req.Options[OptionStartTimeout]; s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, OptionStartTimeout, "%q is not a positive duration", s)
+		}
+		startTimeout = d
+	}
+	if req.WorkspaceRoot == "" {
+		req.WorkspaceRoot = hd.WorkspaceRoot()
+	}
+	cmd := sandbox.Command{Args: append([]string{"sh", "-c", relayScript, "corral-acp", req.RunDir}, req.Args...), Env: req.Env}
+	if err := cmd.Validate(); err != nil {
+		return harness.Invocation{}, err
+	}
+	res, err := hd.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", fifoScript, "corral-acp-fifo", req.RunDir}})
+	if err != nil {
+		return harness.Invocation{}, err
+	}
+	if res.ExitCode != 0 {
+		return harness.Invocation{}, sandbox.Errorf(sandbox.Internal, op, req.RunID, "making the relay's FIFOs exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+
+	h.mu.Lock()
+	if h.base.Err() != nil {
+		h.mu.Unlock()
+		return harness.Invocation{}, sandbox.Errorf(sandbox.FailedPrecondition, op, req.RunID, "the acp harness is closed")
+	}
+	sctx, cancel := context.WithCancel(h.base)
+	h.mu.Unlock()
+	s := &session{h: h, hd: hd, req: req, ctx: sctx, cancel: cancel, decisions: decisions, mcp: servers,
+		startTimeout: startTimeout, log: h.opts.Logger.With("run", req.RunID)}
+	if err := s.spawn(); err != nil {
+		cancel()
+		return harness.Invocation{}, err
+	}
+	h.mu.Lock()
+	h.sessions[req.RunID] = s
+	h.wg.Add(1)
+	h.mu.Unlock()
+	go func() {
+		defer h.wg.Done()
+		s.run()
+		h.mu.Lock()
+		if h.sessions[req.RunID] == s {
+			delete(h.sessions, req.RunID)
+		}
+		h.mu.Unlock()
+	}()
+	return harness.Invocation{Command: cmd}, nil
+}
+
+// Close ends every session this process drives (each run records that its
+// client shut down) and waits for them, or for ctx.
+func (h *Harness) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.stop()
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return sandbox.Wrap(sandbox.Canceled, "harness.acp.close", "", ctx.Err())
+	}
+}
+
+// Wait blocks until this process's ACP client for the run has finished (or
+// never ran here), or ctx ends.
+func (h *Harness) Wait(ctx context.Context, runID string) error {
+	h.mu.Lock()
+	s := h.sessions[runID]
+	h.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return sandbox.Wrap(sandbox.Canceled, "harness.acp.wait", runID, ctx.Err())
+	}
+}
+
+// closeStreams closes a helper's output streams it never reads.
+func closeStreams(rs ...io.Reader) {
+	for _, r := range rs {
+		if c, ok := r.(io.Closer); ok {
+			_ = c.Close()
+		} else {
+			go func() { _, _ = io.Copy(io.Discard, r) }()
+		}
+	}
+}

@@ -1,0 +1,99 @@
+// Package acp is the harness for any Agent Client Protocol agent over
+// stdio (harness name "acp"; the agent's command is Request.Args). It is
+// an ACP client built on github.com/coder/acp-go-sdk.
+//
+// # How an ACP run is journaled
+//
+// ACP is two-way JSON-RPC on the agent's stdin and stdout, so unlike the
+// NDJSON harnesses the agent's stdout cannot simply be redirected into the
+// journal: the client must read it and answer on its stdin. Prepare
+// therefore returns a relay, not the agent, as the journaled command:
+//
+//	sandbox                                       host (this package)
+//	relay (journaled: stdout → journal)
+//	  agent  <in  FIFO  <──── cat >in  ◀──────── ACP client writes requests, answers
+//	         >out FIFO  ────> cat out  ─────────▶ ACP client reads; session/update → record
+//	  cat ev FIFO → journal  <── cat >ev ◀────── one JSON record per line
+//
+// Prepare makes the three FIFOs in Request.RunDir, spawns the three helper
+// processes (which needs a provider with writableStdin), starts the client
+// in a goroutine and returns the relay. The relay starts the agent on the
+// in/out FIFOs and copies the ev FIFO to its stdout, which the journal
+// wrapper appends to the run's journal. The client writes a record for
+// every session/update (the notification's params as the agent sent them,
+// in the agent's order, before the SDK dispatches them) and for every
+// decision it makes: permission answers, file writes and terminals (with
+// their policy gate and approval id), terminal output, the session id, the
+// prompt's stop reason, and finally an end (or error) record. Then it
+// writes the relay's exit code to RunDir/rc and closes the ev FIFO; the
+// relay stops the agent and exits with that code, and the journal wrapper
+// writes its sentinel. Records are redacted of the workspace's secret
+// values; MCP server headers and environments never reach the journal.
+//
+// # What durable means for ACP
+//
+// The agent process lives in the sandbox, but its ACP session is held by
+// the client, and the client's stdio to the agent dies with the process
+// that runs it. So:
+//
+//   - Everything journaled survives that process: any corral process can
+//     attach, replay the journal and deliver the events exactly once, as
+//     for every harness. The translator is pure over the records.
+//   - A detached driver does not end the session: the client runs in the
+//     process that prepared the run (not the driver), so a run detached in
+//     a long-lived process (a daemon) goes on and can be attached again.
+//   - When that process goes away mid-turn, the helpers see EOF, the relay
+//     stops the agent and exits 75 with a line on its stderr, and the
+//     journal ends without an end record. Whoever drives the run then
+//     finishes it with RUN_ERROR code "acp-session-lost". The session
+//     itself is not lost to the agent: the thread's next run asks for it
+//     with session/load (its id is in the session.started event), and
+//     falls back to a new session with a session.not_resumed event when
+//     the agent cannot load it.
+//   - Cancel works as for any run: killing the journaled process tree
+//     kills the relay and the agent.
+//   - Harness.Close ends this process's sessions with a recorded error
+//     ("acp-client-closed"), so their runs finish instead of waiting.
+//
+// # Protocol duties
+//
+// The client initializes with protocol version 1 and file system and
+// terminal capabilities, refuses an agent with a newer protocol,
+// authenticates when Options["authMethod"] names an advertised method,
+// loads Request.Session when the agent can (history replayed by the load is
+// not journaled) or starts a new session with cwd = Request.WorkspaceRoot,
+// and sends the prompt as one text block.
+//
+// Permission requests are answered from Request.Policy: execute is a
+// command (the command text from the tool call's raw input: "command",
+// "cmd" or an argv; a shell's -c script is the command), edit, delete and
+// move are file writes, fetch is network, read, search, think and
+// switch_mode are not gated, and anything else is a tool named by its
+// title. Allow picks the agent's allow_once (or allow_always) option, deny
+// its reject_once (or reject_always); ask rejects the call for this turn
+// and emits approval.requested with the approval id sandbox.ApprovalID
+// ("acp", kind, target). Answers given for approval ids come back in
+// Options["approvals"] (a JSON object of id → bool). The same gates apply
+// to fs/write_text_file (the fileWrite rule) and terminal/create (the
+// command rules), so an agent that skips the permission request is held
+// to the policy all the same.
+//
+// fs/read_text_file and fs/write_text_file use the sandbox's workspace
+// file system (paths outside the workspace are refused); terminal/create
+// spawns the command in the sandbox, and terminal output, wait_for_exit,
+// kill and release act on it. MCP servers come from
+// Options["mcpServers"] (see ParseMCPServers); remote ones are sent only
+// when the agent advertises their transport.
+//
+// # Events
+//
+// agent_message_chunk → TEXT_MESSAGE_*; agent_thought_chunk → REASONING_*;
+// tool_call and tool_call_update → TOOL_CALL_START (named by the tool's
+// kind), one TOOL_CALL_ARGS (the raw input with the title) and
+// TOOL_CALL_END once the input is known, and TOOL_CALL_RESULT when the call
+// completes or fails (raw output, else its text and terminal output, else
+// its other content as JSON); plan → CUSTOM acp.plan; non-text message
+// blocks → CUSTOM acp.message_content; the session → session.started. A
+// turn that ends in refusal or cancelled is a RUN_ERROR; max_tokens and
+// max_turn_requests finish the run after a CUSTOM acp.stop.
+package acp

@@ -1,0 +1,546 @@
+package acp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// clientVersion is what corral tells agents it is.
+const clientVersion = "0.1"
+
+// session is the ACP client of one run: the agent's stdin and stdout
+// reached through two helper processes on the relay's FIFOs, the journal
+// through a third.
+type session struct {
+	h            *Harness
+	hd           sandbox.Handle
+	req          harness.Request
+	ctx          context.Context // ends when the harness closes
+	cancel       context.CancelFunc
+	decisions    map[string]bool
+	mcp          []MCPServer
+	startTimeout time.Duration
+	log          *slog.Logger
+
+	helpers    context.Context // the helpers' and terminals' life: until teardown ends
+	endHelpers context.CancelFunc
+	in, out    sandbox.Process // cat > in (the agent's stdin), cat out (its stdout)
+	ev         sandbox.Process // cat > ev (the journal)
+	jw         *journalWriter
+	conn       *acpsdk.ClientSideConnection
+	terms      terminals
+	loading    atomic.Bool // session/load is replaying history: journal none of it
+	stopped    acpsdk.StopReason
+	done       chan struct{}
+}
+
+var _ acpsdk.Client = (*session)(nil)
+
+// spawn starts the helper processes and the connection.
+func (s *session) spawn() error {
+	s.done = make(chan struct{})
+	s.helpers, s.endHelpers = context.WithCancel(context.Background())
+	fifo := func(name string) string { return path.Join(s.req.RunDir, name) }
+	var err error
+	start := func(script, name string) sandbox.Process {
+		if err != nil {
+			return nil
+		}
+		var p sandbox.Process
+		p, err = s.hd.Spawn(s.helpers, sandbox.Command{Args: []string{"sh", "-c", script, "corral-acp-" + name, fifo(name)}})
+		return p
+	}
+	s.in = start(`exec cat >"$1"`, "in")
+	s.out = start(`exec cat "$1"`, "out")
+	s.ev = start(`exec cat >"$1"`, "ev")
+	if err != nil {
+		s.killHelpers()
+		return err
+	}
+	closeStreams(s.in.Stdout(), s.in.Stderr(), s.ev.Stdout(), s.ev.Stderr(), s.out.Stderr())
+	if c, ok := s.out.Stdin().(io.Closer); ok {
+		_ = c.Close()
+	}
+	s.jw = &journalWriter{w: s.ev.Stdin(), secrets: s.req.Secrets}
+	pr, pw := io.Pipe()
+	go s.tee(s.out.Stdout(), pw)
+	s.conn = acpsdk.NewClientSideConnection(s, s.in.Stdin(), pr)
+	s.conn.SetLogger(s.log)
+	return nil
+}
+
+func (s *session) killHelpers() {
+	s.endHelpers()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, p := range []sandbox.Process{s.in, s.out, s.ev} {
+		if p != nil {
+			_ = p.Kill(ctx, 0)
+		}
+	}
+}
+
+// tee passes the agent's stdout to the connection line by line, and
+// journals each session/update notification before the connection sees
+// it, so the journal keeps the agent's order (requests such as permission
+// asks are journaled by their handlers, which run after the line that
+// carried them). While session/load replays history nothing is journaled;
+// the load's answer ends the replay.
+func (s *session) tee(r io.Reader, w *io.PipeWriter) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			s.journalLine(line)
+			if _, werr := w.Write(line); werr != nil {
+				_ = w.CloseWithError(werr)
+				return
+			}
+		}
+		if err != nil {
+			_ = w.Close()
+			return
+		}
+	}
+}
+
+func (s *session) journalLine(line []byte) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil {
+		return
+	}
+	if s.loading.Load() {
+		if len(m.ID) > 0 && m.Method == "" {
+			s.loading.Store(false) // the answer to session/load
+		}
+		return
+	}
+	if m.Method == acpsdk.ClientMethodSessionUpdate && len(m.Params) > 0 {
+		_ = s.jw.write(record{Kind: recUpdate, Params: m.Params})
+	}
+}
+
+// run drives the session to the end of the turn and tears it down.
+func (s *session) run() {
+	defer close(s.done)
+	failed := s.drive()
+	s.teardown(failed)
+}
+
+func (s *session) drive() *record {
+	initCtx, cancel := context.WithTimeout(s.ctx, s.startTimeout)
+	init, err := s.conn.Initialize(initCtx, acpsdk.InitializeRequest{
+		ProtocolVersion: acpsdk.ProtocolVersionNumber,
+		ClientInfo:      &acpsdk.Implementation{Name: "corral", Version: clientVersion},
+		ClientCapabilities: acpsdk.ClientCapabilities{
+			Fs:       acpsdk.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
+			Terminal: true,
+		},
+	})
+	timedOut := initCtx.Err() != nil && s.ctx.Err() == nil
+	cancel()
+	if err != nil {
+		if timedOut {
+			return &record{Kind: recError, Code: "acp-start-timeout",
+				Message: fmt.Sprintf("the ACP agent did not answer initialize within %s", s.startTimeout)}
+		}
+		return s.failure("initialize", err)
+	}
+	if int(init.ProtocolVersion) > acpsdk.ProtocolVersionNumber {
+		return &record{Kind: recError, Code: "acp-protocol",
+			Message: fmt.Sprintf("the agent speaks ACP version %d; corral speaks %d", init.ProtocolVersion, acpsdk.ProtocolVersionNumber)}
+	}
+	agent := ""
+	if init.AgentInfo != nil {
+		agent = strings.TrimSpace(init.AgentInfo.Name + " " + init.AgentInfo.Version)
+	}
+	caps := init.AgentCapabilities
+	_ = s.jw.write(record{Kind: recInit, Agent: agent, ProtocolVersion: int(init.ProtocolVersion), LoadSession: caps.LoadSession})
+
+	if method := s.req.Options[OptionAuthMethod]; method != "" {
+		var ids []string
+		for _, m := range init.AuthMethods {
+			switch {
+			case m.Agent != nil:
+				ids = append(ids, m.Agent.Id)
+			case m.EnvVar != nil:
+				ids = append(ids, m.EnvVar.Id)
+			case m.Terminal != nil:
+				ids = append(ids, m.Terminal.Id)
+			}
+		}
+		found := false
+		for _, id := range ids {
+			found = found || id == method
+		}
+		if !found {
+			return &record{Kind: recError, Code: "acp-auth",
+				Message: fmt.Sprintf("the agent does not offer the authentication method %q (it offers: %s)", method, strings.Join(ids, ", "))}
+		}
+		if _, err := s.conn.Authenticate(s.ctx, acpsdk.AuthenticateRequest{MethodId: method}); err != nil {
+			return s.failure("authenticate", err)
+		}
+	}
+
+	servers, skipped := acpServers(s.mcp, caps.McpCapabilities)
+	if len(skipped) > 0 {
+		_ = s.jw.write(record{Kind: recWarning, Message: "the agent does not support the transport of these MCP servers, left out: " + strings.Join(skipped, ", ")})
+	}
+	cwd := s.req.WorkspaceRoot
+	var sid acpsdk.SessionId
+	rec := record{Kind: recSession}
+	if prev := s.req.Session; prev != "" {
+		if caps.LoadSession {
+			s.loading.Store(true)
+			_, err := s.conn.LoadSession(s.ctx, acpsdk.LoadSessionRequest{SessionId: acpsdk.SessionId(prev), Cwd: cwd, McpServers: servers})
+			s.loading.Store(false)
+			switch {
+			case err == nil:
+				sid, rec.Resumed = acpsdk.SessionId(prev), true
+			case s.ctx.Err() != nil || s.agentGone():
+				return s.failure("session/load", err)
+			default:
+				rec.Reason = "session/load failed: " + errText(err)
+			}
+		} else {
+			rec.Reason = "the agent cannot load sessions"
+		}
+		if !rec.Resumed {
+			rec.Previous = prev
+		}
+	}
+	if sid == "" {
+		resp, err := s.conn.NewSession(s.ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: servers})
+		if err != nil {
+			return s.failure("session/new", err)
+		}
+		sid = resp.SessionId
+	}
+	rec.SessionID = string(sid)
+	_ = s.jw.write(rec)
+
+	resp, err := s.conn.Prompt(s.ctx, acpsdk.PromptRequest{SessionId: sid, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(s.req.Prompt)}})
+	if err != nil {
+		return s.failure("session/prompt", err)
+	}
+	var usage json.RawMessage
+	if resp.Usage != nil {
+		usage, _ = json.Marshal(resp.Usage)
+	}
+	_ = s.jw.write(record{Kind: recPrompt, StopReason: string(resp.StopReason), Usage: usage})
+	s.stopped = resp.StopReason
+	return nil
+}
+
+func (s *session) agentGone() bool {
+	select {
+	case <-s.conn.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// failure describes why a protocol step failed.
+func (s *session) failure(step string, err error) *record {
+	switch {
+	case s.ctx.Err() != nil:
+		return &record{Kind: recError, Code: "acp-client-closed", Message: "the corral process driving the ACP session shut down during " + step}
+	case s.agentGone():
+		return &record{Kind: recError, Code: "acp-agent-exited", Message: "the ACP agent exited during " + step + " (its stderr is in the run's error)"}
+	}
+	return &record{Kind: recError, Code: "acp-" + strings.ReplaceAll(step, "/", "-"), Message: step + " failed: " + errText(err)}
+}
+
+// errText is an agent's error for a person: a JSON-RPC error's message and
+// data, anything else as it is.
+func errText(err error) string {
+	var re *acpsdk.RequestError
+	if errors.As(err, &re) {
+		if re.Data != nil {
+			if b, e := json.Marshal(re.Data); e == nil {
+				return re.Message + ": " + string(b)
+			}
+		}
+		return re.Message
+	}
+	return err.Error()
+}
+
+// teardown ends the session: the agent's stdin closes so it can exit, the
+// terminals die, the journal gets its last records and the relay its exit
+// code, and the journal FIFO closes, which ends the relay.
+func (s *session) teardown(failed *record) {
+	defer s.cancel()
+	defer s.killHelpers()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := 0
+	if s.stopped == acpsdk.StopReasonRefusal || s.stopped == acpsdk.StopReasonCancelled {
+		code = 1 // the run failed, as its RUN_ERROR says
+	}
+	if failed != nil {
+		code = 1
+		_ = s.jw.write(*failed)
+		s.log.Debug("acp: session failed", "code", failed.Code, "message", failed.Message)
+	}
+	if c, ok := s.in.Stdin().(io.Closer); ok {
+		_ = c.Close()
+	}
+	select {
+	case <-s.conn.Done():
+	case <-time.After(s.h.opts.ExitGrace):
+	}
+	s.terms.killAll(ctx)
+	_ = s.jw.write(record{Kind: recEnd})
+	if err := harness.WriteFile(ctx, s.hd, path.Join(s.req.RunDir, "rc"), []byte(strconv.Itoa(code)+"\n"), "600"); err != nil {
+		s.log.Warn("acp: recording the relay's exit code failed", "err", err)
+	}
+	if c, ok := s.ev.Stdin().(io.Closer); ok {
+		_ = c.Close()
+	}
+	for _, p := range []sandbox.Process{s.ev, s.in, s.out} {
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, _ = p.Wait(wctx)
+		wcancel()
+	}
+}
+
+// ReadTextFile serves fs/read_text_file from the sandbox's workspace.
+func (s *session) ReadTextFile(ctx context.Context, p acpsdk.ReadTextFileRequest) (acpsdk.ReadTextFileResponse, error) {
+	rel, err := workspaceRel(p.Path, s.req.WorkspaceRoot)
+	if err != nil {
+		return acpsdk.ReadTextFileResponse{}, err
+	}
+	data, err := s.hd.FS().ReadFile(ctx, sandbox.PortablePath(rel))
+	if err != nil {
+		return acpsdk.ReadTextFileResponse{}, err
+	}
+	text := string(data)
+	if p.Line != nil || p.Limit != nil {
+		lines := strings.SplitAfter(text, "\n")
+		from := 0
+		if p.Line != nil && *p.Line > 1 {
+			from = min(*p.Line-1, len(lines))
+		}
+		to := len(lines)
+		if p.Limit != nil && *p.Limit >= 0 {
+			to = min(from+*p.Limit, len(lines))
+		}
+		text = strings.Join(lines[from:to], "")
+	}
+	return acpsdk.ReadTextFileResponse{Content: text}, nil
+}
+
+// resolve asks the policy about an action, with the approvals given.
+func (s *session) resolve(kind sandbox.ApprovalKind, target string) sandbox.Resolution {
+	return s.req.Policy.Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: kind, Target: target}, s.req.Scripts, s.decisions)
+}
+
+func decision(res sandbox.Resolution) string {
+	if res.Decision == sandbox.Allow {
+		return "allow"
+	}
+	return "deny"
+}
+
+func denied(res sandbox.Resolution, what string) error {
+	msg := what + " denied by the sandbox policy"
+	if res.NeedsApproval {
+		msg = what + " needs approval (approval id " + res.ID + "); approve it and run again"
+	}
+	return sandbox.Errorf(sandbox.PermissionDenied, "harness.acp", res.ID, "%s", msg)
+}
+
+// WriteTextFile serves fs/write_text_file, gated by the policy's file
+// write rule.
+func (s *session) WriteTextFile(ctx context.Context, p acpsdk.WriteTextFileRequest) (acpsdk.WriteTextFileResponse, error) {
+	rel, err := workspaceRel(p.Path, s.req.WorkspaceRoot)
+	if err != nil {
+		return acpsdk.WriteTextFileResponse{}, err
+	}
+	res := s.resolve(sandbox.ApproveFileWrite, rel)
+	_ = s.jw.write(record{Kind: recFSWrite, Gate: string(sandbox.ApproveFileWrite), Target: rel, Title: "Write " + rel,
+		Decision: decision(res), ApprovalID: res.ID, NeedsApproval: res.NeedsApproval})
+	if res.Decision != sandbox.Allow {
+		return acpsdk.WriteTextFileResponse{}, denied(res, "writing "+rel)
+	}
+	if err := s.hd.FS().WriteFile(ctx, sandbox.PortablePath(rel), []byte(p.Content)); err != nil {
+		return acpsdk.WriteTextFileResponse{}, err
+	}
+	return acpsdk.WriteTextFileResponse{}, nil
+}
+
+// RequestPermission answers from the policy: allow and deny are final;
+// ask rejects the call for this turn and journals an approval request.
+func (s *session) RequestPermission(_ context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	g := gateFor(p.ToolCall, s.req.WorkspaceRoot)
+	tc, _ := json.Marshal(p.ToolCall)
+	rec := record{Kind: recPermission, ToolCall: tc, Gate: "none", Decision: "allow"}
+	if p.ToolCall.Title != nil {
+		rec.Title = *p.ToolCall.Title
+	}
+	allow := true
+	if g.kind != "" {
+		res := s.resolve(g.kind, g.target)
+		allow = res.Decision == sandbox.Allow
+		rec.Gate, rec.Target, rec.Decision, rec.ApprovalID, rec.NeedsApproval = string(g.kind), g.target, decision(res), res.ID, res.NeedsApproval
+	}
+	_ = s.jw.write(rec)
+	opt, ok := chooseOption(p.Options, allow)
+	if !ok {
+		return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Cancelled: &acpsdk.RequestPermissionOutcomeCancelled{}}}, nil
+	}
+	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Selected: &acpsdk.RequestPermissionOutcomeSelected{OptionId: opt}}}, nil
+}
+
+// SessionUpdate does nothing: the tee journaled the notification already.
+func (s *session) SessionUpdate(context.Context, acpsdk.SessionNotification) error { return nil }
+
+// shellMeta are the characters that make a terminal command line need a
+// shell.
+const shellMeta = " \t\n|&;<>()$`\\\"'*?[]#~=%"
+
+// CreateTerminal serves terminal/create: the command runs in the sandbox,
+// gated by the policy's command rules.
+func (s *session) CreateTerminal(_ context.Context, p acpsdk.CreateTerminalRequest) (acpsdk.CreateTerminalResponse, error) {
+	if p.Command == "" {
+		return acpsdk.CreateTerminalResponse{}, sandbox.Errorf(sandbox.InvalidArgument, "harness.acp", "terminal", "empty command")
+	}
+	var cmd sandbox.Command
+	text := commandLine(p.Command, p.Args)
+	switch {
+	case len(p.Args) > 0:
+		cmd.Args = append([]string{p.Command}, p.Args...)
+	case strings.ContainsAny(p.Command, shellMeta):
+		cmd.Shell = p.Command
+	default:
+		cmd.Args = []string{p.Command}
+	}
+	if p.Cwd != nil && *p.Cwd != "" {
+		rel, err := workspaceRel(*p.Cwd, s.req.WorkspaceRoot)
+		if err != nil {
+			return acpsdk.CreateTerminalResponse{}, err
+		}
+		cmd.Dir = sandbox.PortablePath(rel)
+	}
+	if len(p.Env) > 0 {
+		cmd.Env = map[string]string{}
+		for _, e := range p.Env {
+			cmd.Env[e.Name] = e.Value
+		}
+	}
+	if err := cmd.Validate(); err != nil {
+		return acpsdk.CreateTerminalResponse{}, err
+	}
+	res := s.resolve(sandbox.ApproveCommand, text)
+	rec := record{Kind: recTerminal, Gate: string(sandbox.ApproveCommand), Target: text, Title: "Run " + text, Command: text,
+		Decision: decision(res), ApprovalID: res.ID, NeedsApproval: res.NeedsApproval}
+	if res.Decision != sandbox.Allow {
+		_ = s.jw.write(rec)
+		return acpsdk.CreateTerminalResponse{}, denied(res, "running "+text)
+	}
+	limit := 0
+	if p.OutputByteLimit != nil {
+		limit = *p.OutputByteLimit
+	}
+	t, err := s.terms.start(s.helpers, s.hd, cmd, limit, func(t *terminal) {
+		out, cut := t.output(journalOutputLimit)
+		code := t.code
+		_ = s.jw.write(record{Kind: recTerminalExit, TerminalID: t.id, Command: text, Output: out, Truncated: cut, ExitCode: &code})
+	})
+	if err != nil {
+		return acpsdk.CreateTerminalResponse{}, err
+	}
+	rec.TerminalID = t.id
+	_ = s.jw.write(rec)
+	return acpsdk.CreateTerminalResponse{TerminalId: t.id}, nil
+}
+
+func (s *session) terminal(id string) (*terminal, error) {
+	t, ok := s.terms.get(id)
+	if !ok {
+		return nil, sandbox.Errorf(sandbox.NotFound, "harness.acp", id, "no such terminal")
+	}
+	return t, nil
+}
+
+func exitStatus(t *terminal) *acpsdk.TerminalExitStatus {
+	if !t.exited() {
+		return nil
+	}
+	code := t.code
+	return &acpsdk.TerminalExitStatus{ExitCode: &code}
+}
+
+// TerminalOutput serves terminal/output.
+func (s *session) TerminalOutput(_ context.Context, p acpsdk.TerminalOutputRequest) (acpsdk.TerminalOutputResponse, error) {
+	t, err := s.terminal(p.TerminalId)
+	if err != nil {
+		return acpsdk.TerminalOutputResponse{}, err
+	}
+	st := exitStatus(t)
+	out, cut := t.output(0)
+	return acpsdk.TerminalOutputResponse{Output: out, Truncated: cut, ExitStatus: st}, nil
+}
+
+// WaitForTerminalExit serves terminal/wait_for_exit.
+func (s *session) WaitForTerminalExit(ctx context.Context, p acpsdk.WaitForTerminalExitRequest) (acpsdk.WaitForTerminalExitResponse, error) {
+	t, err := s.terminal(p.TerminalId)
+	if err != nil {
+		return acpsdk.WaitForTerminalExitResponse{}, err
+	}
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		return acpsdk.WaitForTerminalExitResponse{}, ctx.Err()
+	}
+	code := t.code
+	return acpsdk.WaitForTerminalExitResponse{ExitCode: &code}, nil
+}
+
+// KillTerminal serves terminal/kill: the command dies, the terminal stays.
+func (s *session) KillTerminal(ctx context.Context, p acpsdk.KillTerminalRequest) (acpsdk.KillTerminalResponse, error) {
+	t, err := s.terminal(p.TerminalId)
+	if err != nil {
+		return acpsdk.KillTerminalResponse{}, err
+	}
+	if err := t.proc.Kill(ctx, 0); err != nil {
+		return acpsdk.KillTerminalResponse{}, err
+	}
+	return acpsdk.KillTerminalResponse{}, nil
+}
+
+// ReleaseTerminal serves terminal/release: the command dies if it still
+// runs, and the terminal is forgotten.
+func (s *session) ReleaseTerminal(ctx context.Context, p acpsdk.ReleaseTerminalRequest) (acpsdk.ReleaseTerminalResponse, error) {
+	t, ok := s.terms.remove(p.TerminalId)
+	if !ok {
+		return acpsdk.ReleaseTerminalResponse{}, sandbox.Errorf(sandbox.NotFound, "harness.acp", p.TerminalId, "no such terminal")
+	}
+	if !t.exited() {
+		if err := t.proc.Kill(ctx, 0); err != nil {
+			return acpsdk.ReleaseTerminalResponse{}, err
+		}
+	}
+	return acpsdk.ReleaseTerminalResponse{}, nil
+}

@@ -1,0 +1,317 @@
+// Package claudecode is the harness for Anthropic's Claude Code CLI
+// ("claude"), run headless: claude -p --output-format stream-json
+// --verbose --include-partial-messages, the prompt on stdin.
+//
+// # Auth
+//
+// harness.AuthAPIKey (the default) gives the CLI the workspace secret
+// ANTHROPIC_API_KEY (and ANTHROPIC_AUTH_TOKEN when that secret exists)
+// through its environment, never argv. harness.AuthHost lets the CLI use
+// its own login: the command runs under "env -u" for ANTHROPIC_API_KEY,
+// ANTHROPIC_AUTH_TOKEN and ANTHROPIC_BASE_URL, so nothing inherited
+// overrides it.
+//
+// # Options
+//
+//   - executable: the CLI to run (default "claude"); whitespace separates
+//     a program from leading arguments ("node cli.js").
+//   - baseURL: ANTHROPIC_BASE_URL for the CLI (a proxy, or a test's fake
+//     model endpoint); api-key auth only.
+//   - permissionMode: force a permission mode. bypassPermissions is
+//     refused while the policy guards anything.
+//   - isSandbox: "true" or "false" overrides whether IS_SANDBOX=1 is set
+//     (see below).
+//   - partialMessages: "false" drops --include-partial-messages (text then
+//     arrives a whole block at a time).
+//
+// # Permissions
+//
+// The sandbox policy maps onto the CLI (see planPermissions): no policy,
+// or one that allows everything, runs in bypassPermissions; any rule runs
+// in the default mode with corral's permission-prompt tool, a tiny MCP
+// server on stdio (approve.js, run by node inside the sandbox) that
+// decides every Bash, file-write and network call with the policy's exact
+// rules and answers allow with updatedInput, or deny. A decision of "ask"
+// is denied for this run and becomes an approval.requested event. Without
+// node in the sandbox the harness falls back to dontAsk with
+// --allowedTools/--disallowedTools rules. Bypass is never used while the
+// policy has rules.
+//
+// # IS_SANDBOX
+//
+// Claude Code refuses bypassPermissions as root unless IS_SANDBOX=1 says
+// the machine is disposable. The harness sets it unless the sandbox is the
+// corral host itself, which it finds out by fact, not by provider name:
+// it writes a random probe file through the sandbox and looks for it at
+// the same path on this host. A sandbox whose files are the host's is the
+// host. The isSandbox option overrides the probe.
+//
+// # Sessions
+//
+// The CLI's init event becomes a session.started event. With
+// Request.Session set, Prepare looks for the session's transcript under
+// the CLI's config directory inside the sandbox
+// (${CLAUDE_CONFIG_DIR:-$HOME/.claude}/projects/*/SESSION.jsonl): when it
+// is there the run passes --resume; when it is gone (a new sandbox, say)
+// the run starts a fresh session and its journal's first line — written by
+// the command itself, so a replay sees it too — becomes a
+// session.resume_failed event naming the lost session.
+package claudecode
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// Name is the harness's name.
+const Name = "claude-code"
+
+// Secret names the harness reads in api-key auth.
+const (
+	APIKeySecret    = "ANTHROPIC_API_KEY"
+	AuthTokenSecret = "ANTHROPIC_AUTH_TOKEN"
+)
+
+// ResumeFailed is the custom event for a session that could not be
+// resumed (value: event.Session, the lost session's id).
+const ResumeFailed = "session.resume_failed"
+
+// hostScrub are the variables removed from the CLI's environment in host
+// auth.
+var hostScrub = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"}
+
+var knownOptions = map[string]bool{"executable": true, "baseURL": true, "permissionMode": true, "isSandbox": true, "partialMessages": true}
+
+var validModes = map[string]bool{"acceptEdits": true, "auto": true, ModeBypass: true, "manual": true, ModeDontAsk: true, "plan": true, ModeDefault: true}
+
+//go:embed approve.js
+var approveJS []byte
+
+// Harness runs Claude Code. The zero value is ready to use.
+type Harness struct{}
+
+var _ harness.Harness = Harness{}
+
+// Name returns "claude-code".
+func (Harness) Name() string { return Name }
+
+// Translator returns a stream-json translator for one run.
+func (Harness) Translator(run harness.Run) harness.Translator { return newTranslator(run) }
+
+// Prepare builds the claude command for a run; see the package comment.
+func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Request) (harness.Invocation, error) {
+	const op = "claudecode.prepare"
+	if strings.TrimSpace(req.Prompt) == "" {
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "the prompt is empty")
+	}
+	var unknown []string
+	for k := range req.Options {
+		if !knownOptions[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown option %s (known: baseURL, executable, isSandbox, partialMessages, permissionMode)", strings.Join(unknown, ", "))
+	}
+	opt := func(k string) string { return strings.TrimSpace(req.Options[k]) }
+	exe := strings.Fields(opt("executable"))
+	if len(exe) == 0 {
+		exe = []string{"claude"}
+	}
+
+	env := map[string]string{}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	var prefix []string // argv before the CLI
+	switch req.Auth {
+	case "", harness.AuthAPIKey:
+		for _, name := range []string{APIKeySecret, AuthTokenSecret} {
+			if v, ok := req.Secrets.Value(name); ok {
+				env[name] = v
+			}
+		}
+		if u := opt("baseURL"); u != "" {
+			env["ANTHROPIC_BASE_URL"] = u
+		}
+	case harness.AuthHost:
+		if opt("baseURL") != "" {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "the baseURL option needs api-key auth; host auth uses the CLI's own login")
+		}
+		prefix = []string{"env"}
+		for _, name := range hostScrub {
+			delete(env, name)
+			prefix = append(prefix, "-u", name)
+		}
+	default:
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown auth mode %q (want api-key or host)", req.Auth)
+	}
+
+	sandboxed, err := isSandbox(ctx, h, req, opt("isSandbox"))
+	if err != nil {
+		return harness.Invocation{}, err
+	}
+	if sandboxed {
+		env["IS_SANDBOX"] = "1"
+	}
+
+	args := append(append([]string{}, exe...), "-p", "--output-format", "stream-json", "--verbose")
+	switch opt("partialMessages") {
+	case "", "true":
+		args = append(args, "--include-partial-messages")
+	case "false":
+	default:
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "partialMessages must be true or false")
+	}
+	args = append(args, "--setting-sources", "user")
+	if req.Model != "" {
+		args = append(args, "--model", req.Model)
+	}
+
+	// Permissions.
+	withTool := false
+	if !unrestricted(req.Policy) {
+		if withTool, err = hasNode(ctx, h, env); err != nil {
+			return harness.Invocation{}, err
+		}
+	}
+	pm := planPermissions(req.Policy, withTool)
+	if mode := opt("permissionMode"); mode != "" {
+		if !validModes[mode] {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown permission mode %q", mode)
+		}
+		if mode == ModeBypass && !unrestricted(req.Policy) {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "permission mode bypassPermissions would ignore the sandbox policy's rules")
+		}
+		pm.mode = mode
+	}
+	args = append(args, "--permission-mode", pm.mode)
+	if pm.settings != "" {
+		args = append(args, "--settings", pm.settings)
+	}
+	if len(pm.allowed) > 0 {
+		args = append(args, "--allowedTools", strings.Join(pm.allowed, ","))
+	}
+	if len(pm.disallowed) > 0 {
+		args = append(args, "--disallowedTools", strings.Join(pm.disallowed, ","))
+	}
+	if pm.promptTool {
+		if req.RunDir == "" {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.FailedPrecondition, op, req.RunID, "the permission tool needs a run directory")
+		}
+		script, policyFile, mcpFile := path.Join(req.RunDir, "approve.js"), path.Join(req.RunDir, "policy.json"), path.Join(req.RunDir, "mcp.json")
+		mcp := mustJSON(map[string]any{"mcpServers": map[string]any{"corral": map[string]any{
+			"type": "stdio", "command": "node", "args": []string{script, policyFile},
+		}}})
+		for _, f := range []struct {
+			path string
+			data []byte
+		}{{script, approveJS}, {policyFile, compilePolicy(req.Policy, req.Scripts)}, {mcpFile, []byte(mcp)}} {
+			if err := harness.WriteFile(ctx, h, f.path, f.data, "600"); err != nil {
+				return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, f.path, err)
+			}
+		}
+		args = append(args, "--mcp-config", mcpFile, "--permission-prompt-tool", promptTool)
+	}
+
+	// Session resume.
+	if req.Session != "" {
+		if !sessionRE.MatchString(req.Session) {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "malformed session id %q", req.Session)
+		}
+		found, err := sessionExists(ctx, h, env, req.Session)
+		if err != nil {
+			return harness.Invocation{}, err
+		}
+		if found {
+			args = append(args, "--resume", req.Session)
+		} else {
+			// Say so in the journal, then run the CLI in the same process.
+			note := mustJSON(map[string]any{"type": "corral", "subtype": "resume_failed", "session_id": req.Session})
+			prefix = append([]string{"sh", "-c", `printf '%s\n' "$1"; shift; exec "$@"`, "corral-claude", note}, prefix...)
+		}
+	}
+	args = append(args, req.Args...)
+	cmd := sandbox.Command{Args: append(prefix, args...), Env: env}
+	if err := cmd.Validate(); err != nil {
+		return harness.Invocation{}, err
+	}
+	return harness.Invocation{Command: cmd, Stdin: []byte(req.Prompt)}, nil
+}
+
+var sessionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+
+// isSandbox decides IS_SANDBOX: the option when given, else whether a
+// probe file written through the sandbox is absent from this host.
+func isSandbox(ctx context.Context, h sandbox.Handle, req harness.Request, override string) (bool, error) {
+	const op = "claudecode.prepare"
+	if override != "" {
+		b, err := strconv.ParseBool(override)
+		if err != nil {
+			return false, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "isSandbox must be true or false")
+		}
+		return b, nil
+	}
+	dir := req.RunDir
+	if dir == "" {
+		dir = "/tmp"
+	}
+	nonce := make([]byte, 16)
+	_, _ = rand.Read(nonce)
+	probe := path.Join(dir, ".corral-host-probe-"+hex.EncodeToString(nonce[:4]))
+	want := hex.EncodeToString(nonce)
+	if err := harness.WriteFile(ctx, h, probe, []byte(want), "600"); err != nil {
+		return false, sandbox.Wrap(sandbox.Internal, op, probe, err)
+	}
+	got, readErr := os.ReadFile(probe)
+	if _, err := h.Exec(ctx, sandbox.Command{Args: []string{"rm", "-f", probe}}); err != nil {
+		return false, sandbox.Wrap(sandbox.Internal, op, probe, err)
+	}
+	onHost := readErr == nil && bytes.Equal(got, []byte(want))
+	return !onHost, nil
+}
+
+// hasNode reports whether node runs in the sandbox (for the permission
+// tool).
+func hasNode(ctx context.Context, h sandbox.Handle, env map[string]string) (bool, error) {
+	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", "command -v node >/dev/null 2>&1"}, Env: env})
+	if err != nil {
+		return false, sandbox.Wrap(sandbox.Internal, "claudecode.prepare", "node", err)
+	}
+	return res.ExitCode == 0, nil
+}
+
+// sessionExists looks for the session's transcript in the CLI's config
+// directory inside the sandbox.
+func sessionExists(ctx context.Context, h sandbox.Handle, env map[string]string, id string) (bool, error) {
+	const script = `d=${CLAUDE_CONFIG_DIR:-$HOME/.claude}; for f in "$d"/projects/*/"$1".jsonl; do [ -f "$f" ] && exit 0; done; exit 1`
+	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", script, "corral-session", id}, Env: env})
+	if err != nil {
+		return false, sandbox.Wrap(sandbox.Internal, "claudecode.prepare", id, err)
+	}
+	return res.ExitCode == 0, nil
+}
+
+func mustJSON(v any) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic("claudecode: " + err.Error())
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
+}

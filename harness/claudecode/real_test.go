@@ -1,0 +1,301 @@
+package claudecode_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/claudecode"
+	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+	"github.com/d10ffeed/corral/store/memstore"
+)
+
+var record = flag.Bool("record", false, "run the real claude against the fake model and rewrite the testdata/real-*.ndjson captures")
+
+// claudeBin returns the npm-installed claude, or skips (fails under
+// CI=true) when it is missing.
+func claudeBin(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("CORRAL_AGENTS_DIR")
+	if dir == "" {
+		dir = "/opt/corral-agents"
+	}
+	bin := filepath.Join(dir, "node_modules", ".bin", "claude")
+	if _, err := os.Stat(bin); err != nil {
+		testutil.Unavailable(t, "claude is not installed at "+bin+": run scripts/setup-agents.sh")
+	}
+	return bin
+}
+
+// quietEnv keeps the CLI off the network beyond the fake model and out of
+// the real home directory.
+func quietEnv(t *testing.T) map[string]string {
+	t.Helper()
+	return map[string]string{
+		"HOME": t.TempDir(),
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+		"DISABLE_AUTOUPDATER":                      "1",
+	}
+}
+
+// capture is one recorded stream: the script the fake model plays and the
+// request the harness prepares.
+type capture struct {
+	name    string
+	script  fakemodel.Script
+	policy  *sandbox.Policy
+	options map[string]string
+	exit    int
+}
+
+var captures = []capture{
+	{
+		name:   "real-tool-call",
+		script: fakemodel.Script{Turns: []fakemodel.Turn{{Thinking: "I will create the file.", Command: "echo hello > made.txt"}, {Text: "Done: made.txt holds hello."}}},
+		policy: &sandbox.Policy{Commands: sandbox.CommandRules{Allow: []string{"echo *"}}, Default: sandbox.Deny},
+	},
+	{
+		name: "real-policy",
+		script: fakemodel.Script{Turns: []fakemodel.Turn{
+			{Command: "rm -f important.txt"}, {Command: "curl -s http://example.invalid/"}, {Command: "cat /etc/hostname"}, {Text: "I could not do it."},
+		}},
+		policy: &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm *"}, Ask: []string{"curl *"}}, Default: sandbox.Deny},
+	},
+	{
+		name:   "real-is-error",
+		script: fakemodel.Script{Turns: []fakemodel.Turn{{Error: &fakemodel.APIError{Status: 404, Type: "not_found_error", Message: "model: no-such-model"}}}},
+		policy: &sandbox.Policy{Default: sandbox.Deny},
+		exit:   1,
+	},
+	{
+		name:    "real-no-partial",
+		script:  fakemodel.ThinkThenSay("Short question, short answer.", "Hello from the fake model."),
+		policy:  &sandbox.Policy{Default: sandbox.Deny},
+		options: map[string]string{"partialMessages": "false"},
+	},
+}
+
+// TestRecordCaptures re-records the real CLI's streams (go test -run
+// TestRecordCaptures -record ./harness/claudecode/); then run the golden
+// test with -update.
+func TestRecordCaptures(t *testing.T) {
+	if !*record {
+		t.Skip("run with -record to re-record the captures")
+	}
+	bin := claudeBin(t)
+	for _, c := range captures {
+		t.Run(c.name, func(t *testing.T) {
+			srv := fakemodel.New(t, c.script)
+			h := localHandle(t)
+			opts := map[string]string{"executable": bin, "baseURL": srv.URL}
+			for k, v := range c.options {
+				opts[k] = v
+			}
+			secrets, _ := sandbox.NewSecrets(map[string]string{claudecode.APIKeySecret: "sk-ant-fake"})
+			ctx := testCtx(t)
+			inv, err := claudecode.Harness{}.Prepare(ctx, h, harness.Request{
+				Run: harness.Run{RunID: "run-rec", ThreadID: "thread-rec"}, Prompt: "Please make the file.", Model: "claude-sonnet-4-5",
+				Secrets: secrets, Policy: c.policy, Env: quietEnv(t), Options: opts, WorkspaceRoot: h.WorkspaceRoot(), RunDir: filepath.Join(t.TempDir(), "run.d"),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := inv.Command
+			cmd.Stdin = bytes.NewReader(inv.Stdin)
+			res, err := h.Exec(ctx, cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != c.exit {
+				t.Fatalf("exit %d, want %d; stderr %s", res.ExitCode, c.exit, res.Stderr)
+			}
+			if err := os.WriteFile(filepath.Join("testdata", c.name+".ndjson"), res.Stdout, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func localHandle(t *testing.T) sandbox.Handle {
+	t.Helper()
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := p.Create(context.Background(), sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Destroy(context.Background()) })
+	testutil.Git(t, h.WorkspaceRoot(), "init", "-q")
+	return h
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestRealClaudeThroughRunner runs the real claude in a local sandbox
+// through the runner against the fake model: the agent runs one shell
+// command (allowed by the policy through the permission tool), then
+// answers; a second run in the thread resumes the session.
+func TestRealClaudeThroughRunner(t *testing.T) {
+	bin := claudeBin(t)
+	srv := fakemodel.New(t, fakemodel.Script{Turns: []fakemodel.Turn{
+		{Command: "echo hello > made.txt"},
+		{Text: "done"},
+		{Text: "resumed"},
+	}})
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, _ := sandbox.NewSecrets(map[string]string{claudecode.APIKeySecret: "sk-ant-fake-key"})
+	def := &sandbox.Definition{
+		ID: "claude", Provider: p,
+		Workspace: &sandbox.Workspace{Source: &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hi\n"})}, Secrets: secrets},
+		Policy:    &sandbox.Policy{Commands: sandbox.CommandRules{Allow: []string{"echo *"}, Deny: []string{"rm *"}}, Default: sandbox.Deny},
+	}
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{claudecode.Harness{}}, run.Options{PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	ctx := testCtx(t)
+	env := quietEnv(t)
+	opts := map[string]string{"executable": bin, "baseURL": srv.URL}
+
+	rec, err := r.Start(ctx, run.StartRequest{Definition: "claude", Thread: "t1", Harness: claudecode.Name, Prompt: "Make made.txt.", Model: "claude-sonnet-4-5", Env: env, Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := follow(t, r, ctx, rec.ID)
+	var (
+		callID, args, result, text string
+		session                    string
+		files                      []string
+	)
+	for _, e := range evs {
+		switch {
+		case e.Type == event.ToolCallStart && e.ToolCallName == "Bash":
+			callID = e.ToolCallID
+		case e.Type == event.ToolCallArgs && e.ToolCallID == callID:
+			args += e.Delta
+		case e.Type == event.ToolCallResult && e.ToolCallID == callID:
+			result = e.Content
+			if e.IsError {
+				t.Errorf("the allowed command failed: %s", e.Content)
+			}
+		case e.Type == event.TextMessageContent:
+			text += e.Delta
+		case e.Type == event.Custom && e.Name == event.SessionStarted:
+			var s event.Session
+			_ = json.Unmarshal(e.Value, &s)
+			session = s.ID
+		case e.Type == event.Custom && e.Name == event.FileChanged:
+			var fc event.FileChange
+			_ = json.Unmarshal(e.Value, &fc)
+			files = fc.Files
+		}
+	}
+	var input struct{ Command string }
+	if err := json.Unmarshal([]byte(args), &input); err != nil || input.Command != "echo hello > made.txt" {
+		t.Errorf("tool call %q args %q (%v)", callID, args, err)
+	}
+	if callID == "" || result == "" {
+		t.Errorf("tool call %q result %q", callID, result)
+	}
+	if text != "done" {
+		t.Errorf("text %q, want done", text)
+	}
+	if strings.Join(files, ",") != "made.txt" {
+		t.Errorf("file.changed lists %v, want [made.txt]", files)
+	}
+	if session == "" {
+		t.Error("no session.started event")
+	}
+	if last := evs[len(evs)-1]; last.Type != event.RunFinished {
+		t.Errorf("last event %+v", last)
+	}
+	for _, req := range srv.Requests() {
+		if bytes.Contains(req.Body, []byte("sk-ant-fake-key")) {
+			t.Error("the API key reached a request body")
+		}
+	}
+	if k := srv.ModelRequests()[0].Header.Get("X-Api-Key"); k != "sk-ant-fake-key" {
+		t.Errorf("the CLI sent x-api-key %q", k)
+	}
+	for _, e := range evs {
+		if bytes.Contains(e.Marshal(), []byte("sk-ant-fake-key")) {
+			t.Errorf("the API key is in an event: %s", e.Marshal())
+		}
+	}
+	_ = r.Wait(ctx, rec.ID)
+
+	// The thread's next run resumes the session: the model sees the first
+	// run's turns and plays the script's third turn.
+	rec2, err := r.Start(ctx, run.StartRequest{Definition: "claude", Thread: "t1", Harness: claudecode.Name, Prompt: "And now?", Model: "claude-sonnet-4-5", Env: env, Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs = follow(t, r, ctx, rec2.ID)
+	text = ""
+	var session2 string
+	for _, e := range evs {
+		switch {
+		case e.Type == event.TextMessageContent:
+			text += e.Delta
+		case e.Type == event.Custom && e.Name == event.SessionStarted:
+			var s event.Session
+			_ = json.Unmarshal(e.Value, &s)
+			session2 = s.ID
+		case e.Type == event.Custom && e.Name == claudecode.ResumeFailed:
+			t.Errorf("the session was not resumed: %s", e.Value)
+		}
+	}
+	if text != "resumed" || session2 != session {
+		t.Errorf("second run: text %q session %q (first %q)", text, session2, session)
+	}
+}
+
+func follow(t *testing.T, r *run.Runner, ctx context.Context, id string) []event.Event {
+	t.Helper()
+	var out []event.Event
+	err := r.Follow(ctx, id, 0, func(e store.Event) error {
+		ev, err := event.Unmarshal(e.Data)
+		if err != nil {
+			return err
+		}
+		out = append(out, ev)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatal("no events")
+	}
+	if last := out[len(out)-1]; last.Type == event.RunError {
+		rec, _, _ := r.Store().GetRun(ctx, id)
+		t.Fatalf("run failed: %+v (record error %q)", last, rec.Error)
+	}
+	return out
+}

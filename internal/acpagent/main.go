@@ -1,0 +1,318 @@
+// Command acpagent is a scripted Agent Client Protocol agent for corral's
+// tests, built on the agent side of github.com/coder/acp-go-sdk. It speaks
+// ACP on its stdin and stdout and, for every prompt, plays one fixed turn
+// that exercises what a client must serve:
+//
+//  1. a thought, a plan and a message that quotes the prompt;
+//  2. fs/read_text_file of input.txt in the session's cwd;
+//  3. an execute tool call for -cmd: a permission request, then the
+//     command through terminal/create, wait_for_exit and release;
+//  4. an edit tool call for -write: a permission request, then
+//     fs/write_text_file;
+//  5. a closing message, and the -stop stop reason.
+//
+// New sessions are "sess-1", "sess-2", ...; with -load the agent can load
+// the session "sess-known" (replaying one message of history first).
+// -crash exits with code 3 after the first message; -hang blocks the turn
+// until it is cancelled.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+type config struct {
+	load, crash, hang, skipAsk, mcpHTTP bool
+	cmd, write, stop                    string
+}
+
+type agent struct {
+	cfg  config
+	conn *acp.AgentSideConnection
+
+	mu       sync.Mutex
+	n        int
+	cwd      map[acp.SessionId]string
+	mcp      map[acp.SessionId][]string
+	cancels  map[acp.SessionId]context.CancelFunc
+	sessions map[acp.SessionId]bool
+}
+
+func main() {
+	var cfg config
+	flag.BoolVar(&cfg.load, "load", false, "advertise loadSession (the session sess-known can be loaded)")
+	flag.BoolVar(&cfg.crash, "crash", false, "exit 3 after the first message")
+	flag.BoolVar(&cfg.hang, "hang", false, "block the turn until it is cancelled")
+	flag.BoolVar(&cfg.skipAsk, "no-permission", false, "run the command without asking permission first")
+	flag.BoolVar(&cfg.mcpHTTP, "mcp-http", false, "advertise MCP over HTTP")
+	flag.StringVar(&cfg.cmd, "cmd", "echo hello", "the command the turn runs")
+	flag.StringVar(&cfg.write, "write", "notes.txt", "the file the turn writes (relative to the cwd)")
+	flag.StringVar(&cfg.stop, "stop", string(acp.StopReasonEndTurn), "the turn's stop reason")
+	flag.Parse()
+
+	a := &agent{cfg: cfg, cwd: map[acp.SessionId]string{}, mcp: map[acp.SessionId][]string{},
+		cancels: map[acp.SessionId]context.CancelFunc{}, sessions: map[acp.SessionId]bool{}}
+	a.conn = acp.NewAgentSideConnection(a, os.Stdout, os.Stdin)
+	a.conn.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	<-a.conn.Done()
+}
+
+var _ acp.Agent = (*agent)(nil)
+var _ acp.AgentLoader = (*agent)(nil)
+
+func (a *agent) Initialize(context.Context, acp.InitializeRequest) (acp.InitializeResponse, error) {
+	return acp.InitializeResponse{
+		ProtocolVersion: acp.ProtocolVersionNumber,
+		AgentInfo:       &acp.Implementation{Name: "acpagent", Version: "1.0"},
+		AgentCapabilities: acp.AgentCapabilities{
+			LoadSession:     a.cfg.load,
+			McpCapabilities: acp.McpCapabilities{Http: a.cfg.mcpHTTP},
+		},
+		AuthMethods: []acp.AuthMethod{{Agent: &acp.AuthMethodAgent{Id: "scripted", Name: "Scripted"}}},
+	}, nil
+}
+
+func (a *agent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
+	return acp.AuthenticateResponse{}, nil
+}
+
+func serverNames(servers []acp.McpServer) []string {
+	var names []string
+	for _, s := range servers {
+		switch {
+		case s.Http != nil:
+			names = append(names, s.Http.Name)
+		case s.Sse != nil:
+			names = append(names, s.Sse.Name)
+		case s.Stdio != nil:
+			names = append(names, s.Stdio.Name)
+		}
+	}
+	return names
+}
+
+func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n++
+	id := acp.SessionId(fmt.Sprintf("sess-%d", a.n))
+	a.sessions[id], a.cwd[id], a.mcp[id] = true, p.Cwd, serverNames(p.McpServers)
+	return acp.NewSessionResponse{SessionId: id}, nil
+}
+
+func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
+	if !a.cfg.load || p.SessionId != "sess-known" {
+		return acp.LoadSessionResponse{}, acp.NewInvalidParams(map[string]any{"error": "unknown session " + string(p.SessionId)})
+	}
+	if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: acp.UpdateAgentMessageText("old history")}); err != nil {
+		return acp.LoadSessionResponse{}, err
+	}
+	a.mu.Lock()
+	a.sessions[p.SessionId], a.cwd[p.SessionId], a.mcp[p.SessionId] = true, p.Cwd, serverNames(p.McpServers)
+	a.mu.Unlock()
+	return acp.LoadSessionResponse{}, nil
+}
+
+func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
+	a.mu.Lock()
+	cancel := a.cancels[p.SessionId]
+	a.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	return nil
+}
+
+func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	a.mu.Lock()
+	ok, cwd, mcp := a.sessions[p.SessionId], a.cwd[p.SessionId], a.mcp[p.SessionId]
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancels[p.SessionId] = cancel
+	a.mu.Unlock()
+	defer cancel()
+	if !ok {
+		return acp.PromptResponse{}, acp.NewInvalidParams(map[string]any{"error": "unknown session"})
+	}
+	var prompt []string
+	for _, b := range p.Prompt {
+		if b.Text != nil {
+			prompt = append(prompt, b.Text.Text)
+		}
+	}
+	t := &turn{a: a, ctx: ctx, sid: p.SessionId, cwd: cwd}
+	if err := t.play(strings.Join(prompt, " "), mcp); err != nil {
+		if ctx.Err() != nil {
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		}
+		return acp.PromptResponse{}, err
+	}
+	return acp.PromptResponse{StopReason: acp.StopReason(a.cfg.stop)}, nil
+}
+
+type turn struct {
+	a   *agent
+	ctx context.Context
+	sid acp.SessionId
+	cwd string
+}
+
+func (t *turn) send(u acp.SessionUpdate) error {
+	return t.a.conn.SessionUpdate(t.ctx, acp.SessionNotification{SessionId: t.sid, Update: u})
+}
+
+func (t *turn) ask(id acp.ToolCallId, title string, kind acp.ToolKind, input map[string]any) (bool, error) {
+	resp, err := t.a.conn.RequestPermission(t.ctx, acp.RequestPermissionRequest{
+		SessionId: t.sid,
+		ToolCall:  acp.ToolCallUpdate{ToolCallId: id, Title: acp.Ptr(title), Kind: acp.Ptr(kind), RawInput: input},
+		Options: []acp.PermissionOption{
+			{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "allow"},
+			{Kind: acp.PermissionOptionKindRejectOnce, Name: "Reject", OptionId: "reject"},
+		},
+	})
+	if err != nil {
+		return false, err
+	}
+	return resp.Outcome.Selected != nil && resp.Outcome.Selected.OptionId == "allow", nil
+}
+
+func (t *turn) fail(id acp.ToolCallId, text string) error {
+	return t.send(acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusFailed),
+		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))})))
+}
+
+func (t *turn) play(prompt string, mcp []string) error {
+	if err := t.send(acp.UpdateAgentThoughtText("Planning the work.")); err != nil {
+		return err
+	}
+	if err := t.send(acp.UpdatePlan(
+		acp.PlanEntry{Content: "run the command", Priority: acp.PlanEntryPriorityHigh, Status: acp.PlanEntryStatusPending},
+		acp.PlanEntry{Content: "write the notes", Priority: acp.PlanEntryPriorityMedium, Status: acp.PlanEntryStatusPending},
+	)); err != nil {
+		return err
+	}
+	msg := "Working on: " + prompt
+	if len(mcp) > 0 {
+		msg += " (mcp: " + strings.Join(mcp, ",") + ")"
+	}
+	if err := t.send(acp.UpdateAgentMessageText(msg)); err != nil {
+		return err
+	}
+	if t.a.cfg.crash {
+		os.Exit(3)
+	}
+	if t.a.cfg.hang {
+		<-t.ctx.Done()
+		return t.ctx.Err()
+	}
+	in, err := t.a.conn.ReadTextFile(t.ctx, acp.ReadTextFileRequest{SessionId: t.sid, Path: filepath.Join(t.cwd, "input.txt")})
+	note := " input.txt: " + strings.TrimSpace(in.Content)
+	if err != nil {
+		note = " (no input.txt)"
+	}
+	if err := t.send(acp.UpdateAgentMessageText(note)); err != nil {
+		return err
+	}
+
+	// The command, through a terminal.
+	run := acp.ToolCallId("call-1")
+	input := map[string]any{"command": t.a.cfg.cmd}
+	if err := t.send(acp.StartToolCall(run, "Run "+t.a.cfg.cmd, acp.WithStartKind(acp.ToolKindExecute),
+		acp.WithStartStatus(acp.ToolCallStatusPending), acp.WithStartRawInput(input))); err != nil {
+		return err
+	}
+	allowed := true
+	if !t.a.cfg.skipAsk {
+		if allowed, err = t.ask(run, "Run "+t.a.cfg.cmd, acp.ToolKindExecute, input); err != nil {
+			return err
+		}
+	}
+	if !allowed {
+		if err := t.fail(run, "permission denied"); err != nil {
+			return err
+		}
+	} else if err := t.runCommand(run); err != nil {
+		return err
+	}
+
+	// The file, through the client's file system.
+	write := acp.ToolCallId("call-2")
+	target := filepath.Join(t.cwd, t.a.cfg.write)
+	content := "hello from acp\n"
+	winput := map[string]any{"path": target, "content": content}
+	if err := t.send(acp.StartToolCall(write, "Write "+t.a.cfg.write, acp.WithStartKind(acp.ToolKindEdit),
+		acp.WithStartStatus(acp.ToolCallStatusPending), acp.WithStartLocations([]acp.ToolCallLocation{{Path: target}}),
+		acp.WithStartRawInput(winput))); err != nil {
+		return err
+	}
+	if allowed, err = t.ask(write, "Write "+t.a.cfg.write, acp.ToolKindEdit, winput); err != nil {
+		return err
+	}
+	switch {
+	case !allowed:
+		err = t.fail(write, "permission denied")
+	default:
+		if _, werr := t.a.conn.WriteTextFile(t.ctx, acp.WriteTextFileRequest{SessionId: t.sid, Path: target, Content: content}); werr != nil {
+			err = t.fail(write, "write failed: "+werr.Error())
+		} else {
+			err = t.send(acp.UpdateToolCall(write, acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
+				acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock("wrote " + t.a.cfg.write))})))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return t.send(acp.UpdateAgentMessageText("Done."))
+}
+
+func (t *turn) runCommand(id acp.ToolCallId) error {
+	if err := t.send(acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusInProgress))); err != nil {
+		return err
+	}
+	term, err := t.a.conn.CreateTerminal(t.ctx, acp.CreateTerminalRequest{SessionId: t.sid, Command: "sh", Args: []string{"-c", t.a.cfg.cmd}, Cwd: acp.Ptr(t.cwd)})
+	if err != nil {
+		return t.fail(id, "terminal failed: "+err.Error())
+	}
+	if _, err := t.a.conn.WaitForTerminalExit(t.ctx, acp.WaitForTerminalExitRequest{SessionId: t.sid, TerminalId: term.TerminalId}); err != nil {
+		return err
+	}
+	if _, err := t.a.conn.TerminalOutput(t.ctx, acp.TerminalOutputRequest{SessionId: t.sid, TerminalId: term.TerminalId}); err != nil {
+		return err
+	}
+	if err := t.send(acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
+		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolTerminalRef(term.TerminalId)}))); err != nil {
+		return err
+	}
+	_, err = t.a.conn.ReleaseTerminal(t.ctx, acp.ReleaseTerminalRequest{SessionId: t.sid, TerminalId: term.TerminalId})
+	return err
+}
+
+// The rest of acp.Agent is not part of the script.
+
+func (a *agent) CloseSession(context.Context, acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
+	return acp.CloseSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionClose)
+}
+
+func (a *agent) ListSessions(context.Context, acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
+	return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
+}
+
+func (a *agent) ResumeSession(context.Context, acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
+	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
+}
+
+func (a *agent) SetSessionConfigOption(context.Context, acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+}
+
+func (a *agent) SetSessionMode(context.Context, acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
+	return acp.SetSessionModeResponse{}, nil
+}

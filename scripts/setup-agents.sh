@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# scripts/setup-agents.sh — installs the agent CLIs the harness tests run
+# (offline, against internal/fakemodel) into one npm prefix:
+#
+#   $CORRAL_AGENTS_DIR/node_modules/.bin/{claude,codex,opencode}
+#
+# CORRAL_AGENTS_DIR defaults to /opt/corral-agents. Versions are pinned
+# exactly; bump them here (npm view PACKAGE version) and nowhere else.
+# Idempotent: when every pinned version is installed and its binary answers
+# --version, nothing is fetched. Needs node (>= 18) and npm. Under CI=true a
+# failure exits non-zero; elsewhere it warns and the tests that need a
+# missing CLI skip naming this script. Prints one status line on stdout.
+set -uo pipefail
+
+dir=${CORRAL_AGENTS_DIR:-/opt/corral-agents}
+ci=${CI:-}
+
+# package@version and the binary it installs, in the same order.
+pkgs=(
+  "@anthropic-ai/claude-code@2.1.332"
+  "@openai/codex@0.171.0"
+  "opencode-ai@1.18.33"
+)
+bins=(claude codex opencode)
+
+warn() { printf 'setup-agents: %s\n' "$*" >&2; }
+fail() {
+  warn "$*"
+  printf 'setup-agents: FAILED (%s) in %s\n' "$*" "$dir"
+  if [ "$ci" = true ]; then exit 1; fi
+  exit 0
+}
+
+command -v node >/dev/null 2>&1 || fail "node is not installed (apt-get install nodejs npm)"
+command -v npm >/dev/null 2>&1 || fail "npm is not installed (apt-get install npm)"
+
+# installed_version PKG prints the version npm installed under $dir, or
+# nothing.
+installed_version() {
+  local pj="$dir/node_modules/$1/package.json"
+  [ -f "$pj" ] || return 0
+  node -e 'try{process.stdout.write(require(process.argv[1]).version||"")}catch(e){}' "$pj"
+}
+
+# up_to_date reports whether every pinned package is installed at its
+# version and its binary runs.
+up_to_date() {
+  local i spec name want
+  for i in "${!pkgs[@]}"; do
+    spec=${pkgs[$i]}
+    name=${spec%@*}
+    want=${spec##*@}
+    [ "$(installed_version "$name")" = "$want" ] || return 1
+    "$dir/node_modules/.bin/${bins[$i]}" --version >/dev/null 2>&1 || return 1
+  done
+  return 0
+}
+
+if ! up_to_date; then
+  mkdir -p "$dir" || fail "cannot create $dir (set CORRAL_AGENTS_DIR to a writable directory)"
+  # A package.json of our own keeps npm from walking up to a parent's.
+  [ -f "$dir/package.json" ] || printf '{"name":"corral-agents","private":true}\n' >"$dir/package.json"
+  log=$(mktemp)
+  # --include=optional: the CLIs ship their native binaries as optional
+  # per-platform packages. --ignore-scripts is not used: some postinstall
+  # steps link those binaries.
+  if ! npm install --prefix "$dir" --no-audit --no-fund --include=optional --save-exact "${pkgs[@]}" >"$log" 2>&1; then
+    tail -20 "$log" >&2
+    rm -f "$log"
+    fail "npm install failed"
+  fi
+  rm -f "$log"
+fi
+
+status=()
+for i in "${!pkgs[@]}"; do
+  b=${bins[$i]}
+  if v=$("$dir/node_modules/.bin/$b" --version 2>/dev/null | head -1) && [ -n "$v" ]; then
+    status+=("$b $v")
+  else
+    fail "$dir/node_modules/.bin/$b --version does not run"
+  fi
+done
+printf 'setup-agents: ok in %s: %s\n' "$dir" "$(IFS=,; echo "${status[*]}" | sed 's/,/, /g')"

@@ -138,3 +138,11 @@ func WriteFile(ctx context.Context, h sandbox.Handle, path string, data []byte, 
 	}
 	return nil
 }
+
+// Installer is implemented by harnesses whose agent CLI must be present in
+// the sandbox. When the agent cannot be started (exit 127), the run's
+// error names the CLI and carries this hint.
+type Installer interface {
+	// InstallHint says how to put the CLI into a sandbox image.
+	InstallHint() string
+}

@@ -340,6 +340,9 @@ func (d *driver) fail(err error, code string) error {
 // tail of its stderr (secrets redacted).
 func (d *driver) exitMessage(code int) string {
 	msg := fmt.Sprintf("the agent exited with code %d", code)
+	if in, ok := d.h.(harness.Installer); ok && code == 127 {
+		msg = fmt.Sprintf("%s (exit 127)", in.InstallHint())
+	}
 	paths, err := journal.PathsFor(d.r.opts.JournalDir, d.run.ID)
 	if err != nil {
 		return msg

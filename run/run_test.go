@@ -419,3 +419,30 @@ func TestReaperSweepsJournals(t *testing.T) {
 		t.Error("the finished run's journal is still there")
 	}
 }
+
+type missingCLI struct{ command.Harness }
+
+func (missingCLI) Name() string { return "missing-cli" }
+func (missingCLI) InstallHint() string {
+	return "the fake CLI is not installed in the sandbox: install it"
+}
+
+func TestMissingAgentCLI(t *testing.T) {
+	e := newEnv(t)
+	r, err := run.New(e.st, []*sandbox.Definition{e.def}, []harness.Harness{missingCLI{}}, run.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	c := ctx(t)
+	rec, err := r.Start(c, run.StartRequest{Definition: "d", Harness: "missing-cli", Args: []string{"corral-no-such-agent-cli", "-p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Follow(c, rec.ID, 0, func(store.Event) error { return nil })
+	_ = r.Wait(c, rec.ID)
+	got, _, _ := e.st.GetRun(c, rec.ID)
+	if got.Status != store.RunFailed || !strings.Contains(got.Error, "not installed in the sandbox") || !strings.Contains(got.Error, "corral-no-such-agent-cli") {
+		t.Errorf("record %+v: want a failure naming the CLI and how to install it", got)
+	}
+}

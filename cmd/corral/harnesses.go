@@ -8,8 +8,10 @@ import (
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/acp"
 	"github.com/d10ffeed/corral/harness/claudecode"
+	"github.com/d10ffeed/corral/harness/codex"
 	"github.com/d10ffeed/corral/harness/command"
 	"github.com/d10ffeed/corral/harness/grokbuild"
+	"github.com/d10ffeed/corral/harness/opencode"
 )
 
 // harnesses are the agents the CLI can run, by name.
@@ -17,6 +19,8 @@ var harnesses = map[string]harness.Harness{
 	command.Name:    command.Harness{},
 	claudecode.Name: claudecode.Harness{},
 	grokbuild.Name:  grokbuild.Harness{},
+	codex.Name:      codex.Harness{},
+	opencode.Name:   opencode.Harness{},
 	acp.Name:        acp.New(acp.Options{}),
 }
 

@@ -315,3 +315,8 @@ func mustJSON(v any) string {
 	}
 	return strings.TrimSuffix(buf.String(), "\n")
 }
+
+// InstallHint says how to install the Claude Code CLI in an image.
+func (Harness) InstallHint() string {
+	return "the claude CLI is not installed in the sandbox: add it to the image (npm install -g @anthropic-ai/claude-code; needs node), or point --option executable=PATH at it"
+}

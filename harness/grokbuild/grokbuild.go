@@ -261,3 +261,8 @@ func policyFlags(p *sandbox.Policy, scripts map[string]string) []string {
 	}
 	return out
 }
+
+// InstallHint says how to install the Grok Build CLI in an image.
+func (Harness) InstallHint() string {
+	return "the grok CLI is not installed in the sandbox: install Grok Build in the image (it is not on npm; see xAI's install instructions), or point --option executable=PATH at it"
+}

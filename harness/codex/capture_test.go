@@ -1,0 +1,195 @@
+package codex_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/codex"
+	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+var capture = flag.Bool("capture", false, "run the real codex against scripted endpoints and rewrite testdata/real-*.jsonl")
+
+// TestCaptureFixtures records the real-* fixtures: the stdout of the real
+// CLI, prepared by the harness, against fakemodel scripts. Workspace paths
+// are rewritten to /workspace. Run with -capture, then -update.
+func TestCaptureFixtures(t *testing.T) {
+	if !*capture {
+		t.Skip("run with -capture to record the real-* fixtures")
+	}
+	bin := agentBin(t, "codex")
+	apply := "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\nEOF\n"
+	cases := []struct {
+		name   string
+		script fakemodel.Script
+		policy *sandbox.Policy
+		drops  int32 // responses requests cut off before completion
+		kill   string
+		resume string // the fixture whose session is resumed
+	}{
+		{name: "text", script: fakemodel.Say("Hello from the fake model.")},
+		{name: "reasoning", script: fakemodel.ThinkThenSay("Let me think about it.", "Thought it through.")},
+		{name: "command", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "done")},
+		{name: "command-failed", script: fakemodel.RunCommandThenSay("ls /nonexistent-corral", "it is not there")},
+		{name: "file-change", script: fakemodel.Script{Turns: []fakemodel.Turn{
+			{Tool: &fakemodel.ToolCall{Name: "exec_command", Input: mustJSON(map[string]string{"cmd": apply})}}, {Text: "patched"}}}},
+		{name: "read-only", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "could not write"), policy: &sandbox.Policy{FileWrite: sandbox.Deny}},
+		{name: "forbidden", script: fakemodel.RunCommandThenSay("rm README.md", "not allowed"), policy: &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm *"}}}},
+		{name: "reconnect", script: fakemodel.Say("made it"), drops: 2},
+		{name: "turn-failed", script: fakemodel.Script{Turns: []fakemodel.Turn{{Error: &fakemodel.APIError{Status: 400, Type: "invalid_request_error", Message: "The model fake-model does not exist"}}}}},
+		{name: "interrupted", script: fakemodel.RunCommandThenSay("sleep 30", "done"), kill: `"type":"item.started"`},
+		{name: "resume", script: fakemodel.Script{Turns: []fakemodel.Turn{{Text: "first"}, {Text: "second"}}}, resume: "first"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := fakemodel.New(t, c.script)
+			base := srv.OpenAIURL()
+			if c.drops > 0 {
+				base = dropProxy(t, srv.URL, c.drops) + "/v1"
+			}
+			p, err := local.New(local.Options{BaseDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			h, err := p.Create(ctx, sandbox.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = h.Destroy(context.Background()) })
+			ws := h.ID()
+			testutil.Git(t, ws, "init", "-q")
+			if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("hello\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			secrets, _ := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": canaryKey})
+			sessions := t.TempDir()
+			req := harness.Request{Run: harness.Run{RunID: "capture"}, Prompt: "do it", Model: fakemodel.ModelID, Secrets: secrets, Policy: c.policy,
+				RunDir:  filepath.Join(t.TempDir(), "run.d"),
+				Options: map[string]string{codex.OptExecutable: bin, codex.OptBaseURL: base, codex.OptSessionsDir: sessions}}
+			if c.resume != "" {
+				out := runCaptured(t, ctx, h, req, "")
+				req.Session = threadID(t, out)
+				req.Prompt = "again"
+			}
+			out := runCaptured(t, ctx, h, req, c.kill)
+			out = bytes.ReplaceAll(out, []byte(ws), []byte("/workspace"))
+			if err := os.WriteFile(filepath.Join("testdata", "real-"+c.name+".jsonl"), out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// runCaptured runs the prepared codex and returns its stdout; with kill
+// set, it kills codex once a line containing kill appeared.
+func runCaptured(t *testing.T, ctx context.Context, h sandbox.Handle, req harness.Request, kill string) []byte {
+	t.Helper()
+	inv, err := codex.Harness{}.Prepare(ctx, h, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, inv.Command.Args[0], inv.Command.Args[1:]...)
+	cmd.Dir = h.ID()
+	cmd.Env = os.Environ()
+	for k, v := range inv.Command.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdin = bytes.NewReader(inv.Stdin)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		out.Write(sc.Bytes())
+		out.WriteByte('\n')
+		if kill != "" && strings.Contains(sc.Text(), kill) {
+			// As a cancel does: SIGTERM to the process group, SIGKILL after a
+			// grace period.
+			kill = ""
+			time.Sleep(300 * time.Millisecond)
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			time.AfterFunc(2*time.Second, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+		}
+	}
+	err = cmd.Wait()
+	t.Logf("codex exited: %v; stderr:\n%s", err, stderr.String())
+	return out.Bytes()
+}
+
+func threadID(t *testing.T, out []byte) string {
+	t.Helper()
+	for _, l := range bytes.Split(out, []byte("\n")) {
+		var v struct {
+			Type     string `json:"type"`
+			ThreadID string `json:"thread_id"`
+		}
+		if json.Unmarshal(l, &v) == nil && v.Type == "thread.started" {
+			return v.ThreadID
+		}
+	}
+	t.Fatal("no thread.started")
+	return ""
+}
+
+// dropProxy forwards to target, except that the first n Responses requests
+// get a stream that ends before response.completed (a dropped connection,
+// which codex retries with "Reconnecting... n/N").
+func dropProxy(t *testing.T, target string, n int32) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	var seen atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/responses" && seen.Add(1) <= n {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_dropped\"}}\n\n")
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,278 @@
+package codex
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+const testKey = "sk-test-key-7d2a"
+
+func newHandle(t *testing.T) (sandbox.Handle, context.Context) {
+	t.Helper()
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	h, err := p.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Destroy(context.Background()) })
+	return h, ctx
+}
+
+func baseRequest(t *testing.T) harness.Request {
+	t.Helper()
+	secrets, err := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": testKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return harness.Request{
+		Run:     harness.Run{RunID: "run-1", ThreadID: "thread-1"},
+		Prompt:  "fix the bug, key hint: none",
+		Secrets: secrets,
+		RunDir:  filepath.Join(t.TempDir(), "run.d"),
+		Options: map[string]string{OptSessionsDir: t.TempDir()},
+	}
+}
+
+func TestPrepareAPIKey(t *testing.T) {
+	h, ctx := newHandle(t)
+	req := baseRequest(t)
+	req.Model = "gpt-test"
+	req.Args = []string{"--ephemeral"}
+	req.Env = map[string]string{"FOO": "bar"}
+	req.Options[OptBaseURL] = "http://127.0.0.1:9/v1"
+	req.Options[OptExecutable] = "/opt/codex"
+	req.Options[OptReasoningEffort] = "low"
+	inv, err := Harness{}.Prepare(ctx, h, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := inv.Command.Args
+	want := []string{"/opt/codex", "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write", "-c", `approval_policy="never"`,
+		"-m", "gpt-test", "-c", `model_reasoning_effort="low"`, "--ephemeral", "-"}
+	if !slices.Equal(args, want) {
+		t.Errorf("argv\n got %q\nwant %q", args, want)
+	}
+	if strings.Contains(strings.Join(args, " "), testKey) || strings.Contains(strings.Join(args, " "), "fix the bug") {
+		t.Error("the key or the prompt is in argv")
+	}
+	if string(inv.Stdin) != req.Prompt {
+		t.Errorf("stdin %q, want the prompt", inv.Stdin)
+	}
+	home := filepath.Join(req.RunDir, "codex-home")
+	env := inv.Command.Env
+	if env["CODEX_HOME"] != home || env["CODEX_API_KEY"] != testKey || env["FOO"] != "bar" {
+		t.Errorf("env CODEX_HOME=%q FOO=%q, key set: %v", env["CODEX_HOME"], env["FOO"], env["CODEX_API_KEY"] == testKey)
+	}
+	cfg, err := os.ReadFile(filepath.Join(home, "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`model_provider = "corral"`, `base_url = "http://127.0.0.1:9/v1"`, `env_key = "CODEX_API_KEY"`, `wire_api = "responses"`} {
+		if !strings.Contains(string(cfg), s) {
+			t.Errorf("config.toml lacks %s:\n%s", s, cfg)
+		}
+	}
+	if strings.Contains(string(cfg), testKey) {
+		t.Error("the key is in config.toml")
+	}
+	if fi, err := os.Stat(filepath.Join(home, "config.toml")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("config.toml mode: %v %v", fi.Mode(), err)
+	}
+	if dst, err := os.Readlink(filepath.Join(home, "sessions")); err != nil || dst != req.Options[OptSessionsDir] {
+		t.Errorf("sessions link -> %q (%v), want %s", dst, err, req.Options[OptSessionsDir])
+	}
+	if _, err := os.Stat(filepath.Join(home, "rules")); !os.IsNotExist(err) {
+		t.Error("a rules directory without a policy")
+	}
+}
+
+func TestPrepareErrors(t *testing.T) {
+	h, ctx := newHandle(t)
+	for _, c := range []struct {
+		name string
+		edit func(*harness.Request)
+		code sandbox.Code
+	}{
+		{"no prompt", func(r *harness.Request) { r.Prompt = "  " }, sandbox.InvalidArgument},
+		{"no key", func(r *harness.Request) { r.Secrets = sandbox.Secrets{} }, sandbox.FailedPrecondition},
+		{"bad auth", func(r *harness.Request) { r.Auth = "oauth" }, sandbox.InvalidArgument},
+		{"bad sandbox option", func(r *harness.Request) { r.Options[OptSandbox] = "none" }, sandbox.InvalidArgument},
+		{"bad policy option", func(r *harness.Request) { r.Options[OptPolicy] = "lax" }, sandbox.InvalidArgument},
+		{"host auth with base URL", func(r *harness.Request) { r.Auth = harness.AuthHost; r.Options[OptBaseURL] = "http://x/v1" }, sandbox.InvalidArgument},
+		{"no run dir", func(r *harness.Request) { r.RunDir = "" }, sandbox.InvalidArgument},
+		{"unenforceable glob", func(r *harness.Request) {
+			r.Policy = &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"*sudo*"}}}
+		}, sandbox.FailedPrecondition},
+		{"default deny", func(r *harness.Request) {
+			r.Policy = &sandbox.Policy{Default: sandbox.Deny, FileWrite: sandbox.Allow}
+		}, sandbox.FailedPrecondition},
+		{"host auth with command rules", func(r *harness.Request) {
+			r.Auth = harness.AuthHost
+			r.Policy = &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"git push *"}}}
+		}, sandbox.FailedPrecondition},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := baseRequest(t)
+			c.edit(&req)
+			_, err := Harness{}.Prepare(ctx, h, req)
+			if got := sandbox.CodeOf(err); got != c.code {
+				t.Fatalf("code %v (%v), want %v", got, err, c.code)
+			}
+			if err != nil && strings.Contains(err.Error(), testKey) {
+				t.Error("the key is in the error")
+			}
+		})
+	}
+}
+
+func TestPrepareHostAuth(t *testing.T) {
+	h, ctx := newHandle(t)
+	req := baseRequest(t)
+	req.Auth = harness.AuthHost
+	req.Env = map[string]string{"OPENAI_API_KEY": "from-env", "HOME": t.TempDir()}
+	inv, err := Harness{}.Prepare(ctx, h, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := inv.Command.Args
+	if !slices.Equal(args[:5], []string{"env", "-u", "OPENAI_API_KEY", "-u", "CODEX_API_KEY"}) || args[5] != "codex" {
+		t.Errorf("argv %q", args)
+	}
+	for _, k := range []string{"CODEX_HOME", "CODEX_API_KEY", "OPENAI_API_KEY"} {
+		if _, ok := inv.Command.Env[k]; ok {
+			t.Errorf("host auth sets %s", k)
+		}
+	}
+	if _, err := os.Stat(req.RunDir); !os.IsNotExist(err) {
+		t.Error("host auth wrote a run directory")
+	}
+	// Best effort runs a policy with command rules, without the rules.
+	req.Policy = &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"git push *"}}}
+	req.Options[OptPolicy] = "best-effort"
+	if _, err := (Harness{}).Prepare(ctx, h, req); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPrepareResume(t *testing.T) {
+	h, ctx := newHandle(t)
+	const id = "01a22690-487f-7083-8a61-b1920d3738d9"
+	for _, c := range []struct {
+		name    string
+		session string
+		file    string
+		resume  bool
+	}{
+		{"rollout present", id, "2026/11/29/rollout-2026-11-29T09-08-00-" + id + ".jsonl", true},
+		{"rollout gone", id, "", false},
+		{"other rollout", id, "2026/11/29/rollout-2026-11-29T09-08-00-01a22690-0000-7083-8a61-b1920d3738d9.jsonl", false},
+		{"no session", "", "", false},
+		{"unsafe id", "../../x*", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := baseRequest(t)
+			req.Session = c.session
+			if c.file != "" {
+				p := filepath.Join(req.Options[OptSessionsDir], c.file)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte("{}\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			inv, err := Harness{}.Prepare(ctx, h, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := inv.Command.Args
+			tail := args[len(args)-3:]
+			got := tail[0] == "resume" && tail[1] == id && tail[2] == "-"
+			if got != c.resume || args[len(args)-1] != "-" {
+				t.Errorf("argv %q, resume %v", args, c.resume)
+			}
+		})
+	}
+}
+
+func TestPreparePolicy(t *testing.T) {
+	h, ctx := newHandle(t)
+	req := baseRequest(t)
+	req.Scripts = map[string]string{"deploy": "make deploy"}
+	req.Policy = &sandbox.Policy{
+		Commands:  sandbox.CommandRules{Allow: []string{"go test *"}, Ask: []string{"git push *"}, Deny: []string{"rm *", "deploy", "rm *"}},
+		FileWrite: sandbox.Allow,
+		Network:   sandbox.Deny,
+	}
+	inv, err := Harness{}.Prepare(ctx, h, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(inv.Command.Args, " ")
+	if !strings.Contains(args, "-s workspace-write") || !strings.Contains(args, "-c sandbox_workspace_write.network_access=false") {
+		t.Errorf("argv %s", args)
+	}
+	rules, err := os.ReadFile(filepath.Join(req.RunDir, "codex-home", "rules", "corral.rules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `# Written by corral from the sandbox policy for one run.
+prefix_rule(pattern = ["rm"], decision = "forbidden", justification = "not allowed by the sandbox policy")
+prefix_rule(pattern = ["deploy"], decision = "forbidden", justification = "not allowed by the sandbox policy")
+prefix_rule(pattern = ["make", "deploy"], decision = "forbidden", justification = "not allowed by the sandbox policy")
+prefix_rule(pattern = ["git", "push"], decision = "forbidden", justification = "not allowed by the sandbox policy")
+`
+	if string(rules) != want {
+		t.Errorf("rules:\n%s\nwant:\n%s", rules, want)
+	}
+}
+
+func TestPlanPolicy(t *testing.T) {
+	tr, fa := true, false
+	for _, c := range []struct {
+		name       string
+		p          *sandbox.Policy
+		sandbox    string
+		network    *bool
+		rules      int
+		unenforced int
+	}{
+		{"no policy", nil, SandboxWorkspaceWrite, nil, 0, 0},
+		{"empty policy", &sandbox.Policy{}, SandboxWorkspaceWrite, nil, 0, 0},
+		{"file writes denied", &sandbox.Policy{FileWrite: sandbox.Deny}, SandboxReadOnly, nil, 0, 0},
+		{"file writes asked", &sandbox.Policy{FileWrite: sandbox.Ask}, SandboxReadOnly, nil, 0, 0},
+		{"network allowed", &sandbox.Policy{Network: sandbox.Allow}, SandboxWorkspaceWrite, &tr, 0, 0},
+		{"network asked", &sandbox.Policy{Network: sandbox.Ask}, SandboxWorkspaceWrite, &fa, 0, 0},
+		{"default allow", &sandbox.Policy{Default: sandbox.Allow}, SandboxWorkspaceWrite, &tr, 0, 0},
+		{"default deny", &sandbox.Policy{Default: sandbox.Deny}, SandboxReadOnly, &fa, 0, 1},
+		{"default ask, writes allowed", &sandbox.Policy{Default: sandbox.Ask, FileWrite: sandbox.Allow}, SandboxWorkspaceWrite, &fa, 0, 1},
+		{"rules", &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm -rf *", "sudo"}, Ask: []string{"curl *"}}}, SandboxWorkspaceWrite, nil, 3, 0},
+		{"bad globs", &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"*", "rm*", "echo 'x'", "a | b", "ls *.go"}}}, SandboxWorkspaceWrite, nil, 0, 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := planPolicy(c.p, nil, SandboxWorkspaceWrite)
+			if plan.sandbox != c.sandbox || (plan.network == nil) != (c.network == nil) || (plan.network != nil && *plan.network != *c.network) ||
+				len(plan.rules) != c.rules || len(plan.unenforced) != c.unenforced {
+				t.Errorf("plan %+v (network %v), unenforced %q", plan, plan.network, plan.unenforced)
+			}
+		})
+	}
+	// The sandbox option applies only where the policy lets the agent write.
+	if plan := planPolicy(&sandbox.Policy{FileWrite: sandbox.Deny}, nil, SandboxFullAccess); plan.sandbox != SandboxReadOnly {
+		t.Errorf("sandbox %s", plan.sandbox)
+	}
+}

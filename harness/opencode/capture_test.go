@@ -1,0 +1,163 @@
+package opencode_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/opencode"
+	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+var capture = flag.Bool("capture", false, "run the real opencode against scripted endpoints and rewrite testdata/real-*.jsonl")
+
+// TestCaptureFixtures records the real-* fixtures: the stdout of the real
+// CLI, prepared by the harness, against fakemodel scripts. Workspace paths
+// are rewritten to /workspace. Run with -capture, then -update.
+func TestCaptureFixtures(t *testing.T) {
+	if !*capture {
+		t.Skip("run with -capture to record the real-* fixtures")
+	}
+	bin := agentBin(t, "opencode")
+	allowAll := &sandbox.Policy{Default: sandbox.Allow}
+	cases := []struct {
+		name      string
+		script    fakemodel.Script
+		policy    *sandbox.Policy
+		approvals string
+		kill      string
+		write     bool // the script writes notes.txt with the write tool
+		resume    bool
+	}{
+		{name: "text", script: fakemodel.Say("Hello from the fake model.")},
+		{name: "reasoning", script: fakemodel.ThinkThenSay("Let me think about it.", "Thought it through.")},
+		{name: "command", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "done")},
+		{name: "command-failed", script: fakemodel.RunCommandThenSay("ls /nonexistent-corral", "it is not there")},
+		{name: "write", write: true},
+		{name: "ask", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "done"),
+			policy: &sandbox.Policy{Default: sandbox.Allow, Commands: sandbox.CommandRules{Ask: []string{"echo *"}}}},
+		{name: "approved", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "done"),
+			policy:    &sandbox.Policy{Default: sandbox.Allow, Commands: sandbox.CommandRules{Ask: []string{"echo *"}}},
+			approvals: `{"opencode:command:echo hello > made.txt":true}`},
+		{name: "denied", script: fakemodel.RunCommandThenSay("rm README.md", "not allowed"),
+			policy: &sandbox.Policy{Default: sandbox.Allow, Commands: sandbox.CommandRules{Deny: []string{"rm *"}}}},
+		{name: "edit-asked", write: true, policy: &sandbox.Policy{Default: sandbox.Allow, FileWrite: sandbox.Ask}},
+		{name: "api-error", script: fakemodel.Script{Turns: []fakemodel.Turn{{Error: &fakemodel.APIError{Status: 400, Type: "invalid_request_error", Message: "The model fake-model does not exist"}}}}},
+		{name: "interrupted", script: fakemodel.RunCommandThenSay("sleep 30", "done"), kill: `"type":"step_start"`},
+		{name: "resume", script: fakemodel.Script{Turns: []fakemodel.Turn{{Text: "first"}, {Text: "second"}}}, resume: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := local.New(local.Options{BaseDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			h, err := p.Create(ctx, sandbox.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = h.Destroy(context.Background()) })
+			ws := h.ID()
+			testutil.Git(t, ws, "init", "-q")
+			if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("hello\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if c.write {
+				in, _ := json.Marshal(map[string]string{"filePath": filepath.Join(ws, "notes.txt"), "content": "some notes\n"})
+				c.script = fakemodel.Script{Turns: []fakemodel.Turn{{Tool: &fakemodel.ToolCall{Name: "write", Input: in}}, {Text: "wrote it"}}}
+			}
+			srv := fakemodel.New(t, c.script)
+			secrets, _ := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": canaryKey})
+			policy := c.policy
+			if policy == nil {
+				policy = allowAll
+			}
+			req := harness.Request{Run: harness.Run{RunID: "capture"}, Prompt: "do it", Model: fakemodel.ModelID, Secrets: secrets, Policy: policy,
+				Env: xdgEnv(t), RunDir: filepath.Join(t.TempDir(), "run.d"), WorkspaceRoot: ws,
+				Options: map[string]string{opencode.OptExecutable: bin, opencode.OptBaseURL: srv.OpenAIURL(), opencode.OptApprovals: c.approvals}}
+			if c.resume {
+				out := runCaptured(t, ctx, h, req, "")
+				req.Session = sessionID(t, out)
+				req.Prompt = "again"
+			}
+			out := runCaptured(t, ctx, h, req, c.kill)
+			out = bytes.ReplaceAll(out, []byte(ws), []byte("/workspace"))
+			if err := os.WriteFile(filepath.Join("testdata", "real-"+c.name+".jsonl"), out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// runCaptured runs the prepared opencode and returns its stdout; with kill
+// set, it stops opencode (SIGTERM to its group, then SIGKILL) once a line
+// containing kill appeared.
+func runCaptured(t *testing.T, ctx context.Context, h sandbox.Handle, req harness.Request, kill string) []byte {
+	t.Helper()
+	inv, err := opencode.Harness{}.Prepare(ctx, h, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, inv.Command.Args[0], inv.Command.Args[1:]...)
+	cmd.Dir = h.ID()
+	cmd.Env = os.Environ()
+	for k, v := range inv.Command.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdin = bytes.NewReader(inv.Stdin)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		out.Write(sc.Bytes())
+		out.WriteByte('\n')
+		if kill != "" && strings.Contains(sc.Text(), kill) {
+			kill = ""
+			time.Sleep(2 * time.Second)
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			time.AfterFunc(2*time.Second, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+		}
+	}
+	err = cmd.Wait()
+	t.Logf("opencode exited: %v; stderr:\n%s", err, stderr.String())
+	return out.Bytes()
+}
+
+func sessionID(t *testing.T, out []byte) string {
+	t.Helper()
+	for _, l := range bytes.Split(out, []byte("\n")) {
+		var v struct {
+			SessionID string `json:"sessionID"`
+		}
+		if json.Unmarshal(l, &v) == nil && v.SessionID != "" {
+			return v.SessionID
+		}
+	}
+	t.Fatal("no sessionID")
+	return ""
+}

@@ -1,0 +1,436 @@
+// Package opencode is the harness for OpenCode, run as
+// `opencode run --format json`: one turn per run, its JSON events on
+// stdout (the journal), the prompt on stdin.
+//
+// # Why the run mode, not the server
+//
+// `opencode serve` streams finer events (message.part.delta, and
+// permission.asked, which a client answers), but something inside the
+// sandbox would have to be its client and write the journal, and there is
+// no corral binary in the sandbox. `opencode run` is that client, built in:
+// it starts the server in-process (no port is opened, so there is no
+// server password to set), prints its events to stdout and exits when the
+// turn ends, so the journal stays the run's only source of truth and any
+// host can take the run over. What it costs:
+//
+//   - text and reasoning arrive as whole parts when they end, not as token
+//     deltas; tool calls arrive once they completed or failed;
+//   - permission.asked is not printed. `opencode run` rejects every
+//     permission that asks, which ends the turn. So the policy is handed to
+//     OpenCode's own permission rules (allow, deny, ask), and a tool call
+//     that fails with OpenCode's "rejected permission" error is an ask: the
+//     translator adds a CUSTOM approval.requested event with a stable
+//     sandbox.ApprovalID. A decision given for that id (option "approvals")
+//     becomes a rule in the thread's next run.
+//
+// # Command and configuration
+//
+//	opencode run --format json --thinking [-m MODEL] [-s SESSION] [Request.Args...]
+//
+// OPENCODE_CONFIG points at RunDir/opencode.json (autoupdate and sharing
+// off; with option "baseURL", a provider "corral" using
+// @ai-sdk/openai-compatible whose apiKey is "{env:NAME}"). The policy goes
+// in OPENCODE_CONFIG_CONTENT, the config layer OpenCode loads last, so the
+// workspace's own opencode.json cannot override a rule of the same
+// pattern. No secret is in a file or in argv.
+//
+// With harness.AuthAPIKey (the default) and "baseURL", the key is the
+// workspace secret named by option "apiKeySecret" (default
+// OPENAI_API_KEY), given to OpenCode in the environment under that name.
+// Without "baseURL" OpenCode reads its providers' usual variables, which
+// the sandbox already has from the workspace secrets. With harness.AuthHost
+// the provider key variables in ProviderKeyEnv are removed (`env -u`) so
+// OpenCode uses its own stored login.
+//
+// Resume passes Request.Session to -s; OpenCode keeps sessions in its data
+// directory ($XDG_DATA_HOME/opencode) in the sandbox. A session that is
+// gone fails the run ("Session not found"); there is no fresh-session
+// fallback yet.
+//
+// # Options
+//
+//   - "executable": the opencode binary (default "opencode" on PATH).
+//   - "baseURL": an OpenAI-compatible endpoint (".../v1"), api-key auth.
+//   - "apiKeySecret": the secret holding the key for "baseURL".
+//   - "approvals": a JSON object of approval id → bool, the answers to
+//     earlier approval.requested events.
+//
+// # Policy mapping
+//
+// OpenCode evaluates its rules last-match-wins per permission, and splits a
+// shell command into its simple commands, each checked on its own.
+//
+//   - bash: "*" → the policy default (unset: ask), then commands.allow →
+//     allow, commands.ask → ask, approved commands → allow (refused ones →
+//     deny), commands.deny → deny; script names are expanded. Globs mean
+//     the same in both ("*" any text), except that OpenCode's "?" matches
+//     one character.
+//   - edit (edit, write, apply_patch) → fileWrite; webfetch and websearch
+//     → network; both fall back to the default.
+//   - No policy: OpenCode's defaults (everything allowed but edits outside
+//     the workspace).
+package opencode
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"maps"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// Name is the harness's name.
+const Name = "opencode"
+
+// Option keys read from Request.Options.
+const (
+	OptExecutable   = "executable"
+	OptBaseURL      = "baseURL"
+	OptAPIKeySecret = "apiKeySecret"
+	OptApprovals    = "approvals"
+)
+
+// DefaultAPIKeySecret is the secret read for "baseURL" by default.
+const DefaultAPIKeySecret = "OPENAI_API_KEY"
+
+// ProviderKeyEnv are the provider key variables removed from OpenCode's
+// environment with host auth.
+var ProviderKeyEnv = []string{
+	"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY",
+	"OPENROUTER_API_KEY", "XAI_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "MISTRAL_API_KEY",
+}
+
+// providerID is the provider "baseURL" defines.
+const providerID = "corral"
+
+// Harness runs OpenCode.
+type Harness struct{}
+
+var _ harness.Harness = Harness{}
+
+// Name returns "opencode".
+func (Harness) Name() string { return Name }
+
+// Translator returns a fresh translator for `opencode run --format json`.
+func (Harness) Translator(run harness.Run) harness.Translator { return newTranslator(run) }
+
+var sessionIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// Prepare writes the run's opencode.json and returns the opencode command.
+func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Request) (harness.Invocation, error) {
+	const op = "harness.opencode"
+	if strings.TrimSpace(req.Prompt) == "" {
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "opencode needs a prompt")
+	}
+	auth := req.Auth
+	if auth == "" {
+		auth = harness.AuthAPIKey
+	}
+	if auth != harness.AuthAPIKey && auth != harness.AuthHost {
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown auth mode %q", auth)
+	}
+	if req.RunDir == "" || !path.IsAbs(req.RunDir) {
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "no absolute run directory for opencode.json")
+	}
+	opts := req.Options
+	var approvals map[string]bool
+	if a := opts[OptApprovals]; a != "" {
+		if err := json.Unmarshal([]byte(a), &approvals); err != nil {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "option approvals: want a JSON object of approval id to true or false: %v", err)
+		}
+	}
+	env := make(map[string]string, len(req.Env)+4)
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	model, name := req.Model, ""
+	baseURL := opts[OptBaseURL]
+	if baseURL != "" {
+		if auth == harness.AuthHost {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "option baseURL needs api-key auth (host auth uses opencode's stored login)")
+		}
+		name = strings.TrimPrefix(model, providerID+"/")
+		if name == "" {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "option baseURL needs a model name")
+		}
+		secret := opts[OptAPIKeySecret]
+		if secret == "" {
+			secret = DefaultAPIKeySecret
+		}
+		if err := sandbox.ValidateEnvName(secret); err != nil {
+			return harness.Invocation{}, err
+		}
+		key, ok := req.Secrets.Value(secret)
+		if !ok || key == "" {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.FailedPrecondition, op, req.RunID, "option baseURL needs the workspace secret %s", secret)
+		}
+		env[secret] = key
+		env["OPENCODE_DISABLE_MODELS_FETCH"] = "1" // the provider is ours: no model catalogue needed
+		model = providerID + "/" + name
+	}
+	cfg := path.Join(req.RunDir, "opencode.json")
+	if err := harness.WriteFile(ctx, h, cfg, configJSON(baseURL, name, opts[OptAPIKeySecret]), "600"); err != nil {
+		return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
+	}
+	env["OPENCODE_CONFIG"] = cfg
+	if req.WorkspaceRoot != "" {
+		// opencode takes its project directory from PWD before its cwd.
+		env["PWD"] = req.WorkspaceRoot
+	}
+	env["OPENCODE_DISABLE_AUTOUPDATE"] = "1"
+	env["OPENCODE_DISABLE_LSP_DOWNLOAD"] = "1"
+	if req.Policy != nil {
+		env["OPENCODE_CONFIG_CONTENT"] = permissionConfig(req.Policy, req.Scripts, approvals, req.WorkspaceRoot)
+	}
+
+	exe := opts[OptExecutable]
+	if exe == "" {
+		exe = "opencode"
+	}
+	args := []string{exe, "run", "--format", "json", "--thinking"}
+	if model != "" {
+		args = append(args, "-m", model)
+	}
+	if sessionIDRE.MatchString(req.Session) {
+		args = append(args, "-s", req.Session)
+	}
+	args = append(args, req.Args...)
+	if auth == harness.AuthHost {
+		pre := []string{"env"}
+		for _, k := range ProviderKeyEnv {
+			pre = append(pre, "-u", k)
+			delete(env, k)
+		}
+		args = append(pre, args...)
+	}
+	cmd := sandbox.Command{Args: args, Env: env}
+	if err := cmd.Validate(); err != nil {
+		return harness.Invocation{}, err
+	}
+	return harness.Invocation{Command: cmd, Stdin: []byte(req.Prompt)}, nil
+}
+
+// configJSON is the per-run opencode.json. It holds no secret: the key is
+// referenced as {env:NAME}.
+func configJSON(baseURL, model, secret string) []byte {
+	cfg := map[string]any{"autoupdate": false, "share": "disabled"}
+	if baseURL != "" {
+		if secret == "" {
+			secret = DefaultAPIKeySecret
+		}
+		cfg["provider"] = map[string]any{providerID: map[string]any{
+			"npm":     "@ai-sdk/openai-compatible",
+			"name":    "corral",
+			"options": map[string]any{"baseURL": baseURL, "apiKey": "{env:" + secret + "}"},
+			"models":  map[string]any{model: map[string]any{"name": model}},
+		}}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(cfg); err != nil {
+		panic("opencode: " + err.Error()) // plain data only
+	}
+	return b.Bytes()
+}
+
+// rules is an ordered pattern → action list; a pattern added again moves
+// to the end (OpenCode's last match wins).
+type rules []struct{ pattern, action string }
+
+func (r *rules) add(pattern string, action sandbox.Decision) {
+	pattern = strings.TrimSpace(pattern)
+	if pattern == "" {
+		return
+	}
+	for i, x := range *r {
+		if x.pattern == pattern {
+			*r = append((*r)[:i], (*r)[i+1:]...)
+			break
+		}
+	}
+	*r = append(*r, struct{ pattern, action string }{pattern, string(action)})
+}
+
+// json renders the rules as an object with the keys in order, or a plain
+// action when "*" is the only rule.
+func (r rules) json() string {
+	if len(r) == 1 && r[0].pattern == "*" {
+		return jsonString(r[0].action)
+	}
+	var b strings.Builder
+	b.WriteString("{")
+	for i, x := range r {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(jsonString(x.pattern) + ":" + jsonString(x.action))
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+func decisionOr(d, def sandbox.Decision) sandbox.Decision {
+	if d == "" {
+		return def
+	}
+	return d
+}
+
+// permissionConfig is the OPENCODE_CONFIG_CONTENT for a policy: an ordered
+// JSON object, since OpenCode's last matching rule wins.
+func permissionConfig(p *sandbox.Policy, scripts map[string]string, approvals map[string]bool, root string) string {
+	def := decisionOr(p.Default, sandbox.Ask)
+	expand := func(pat string) []string {
+		out := []string{pat}
+		if cmd, ok := scripts[strings.TrimSpace(pat)]; ok {
+			out = append(out, cmd)
+		}
+		return out
+	}
+	var bash rules
+	bash.add("*", def)
+	for _, list := range []struct {
+		pats []string
+		d    sandbox.Decision
+	}{{p.Commands.Allow, sandbox.Allow}, {p.Commands.Ask, sandbox.Ask}} {
+		for _, pat := range list.pats {
+			for _, f := range expand(pat) {
+				bash.add(f, list.d)
+			}
+		}
+	}
+	edit := rules{}
+	edit.add("*", p.Capability("fileWrite"))
+	network := rules{}
+	network.add("*", p.Capability("network"))
+	tools := map[string]sandbox.Decision{}
+	for _, id := range sortedKeys(approvals) {
+		kind, target, ok := parseApprovalID(id)
+		if !ok || strings.ContainsAny(target, "*?") {
+			continue
+		}
+		d := sandbox.Deny
+		if approvals[id] {
+			d = sandbox.Allow
+		}
+		switch kind {
+		case sandbox.ApproveCommand:
+			for _, c := range commandForms(target) {
+				bash.add(c, d)
+			}
+		case sandbox.ApproveFileWrite:
+			if rel, ok := relativeTo(root, target); ok {
+				edit.add(rel, d)
+			}
+		case sandbox.ApproveNetwork:
+			network.add(target, d)
+		case sandbox.ApproveTool:
+			// A whole tool: its "*" rule moves last (deny rules still follow).
+			switch k := permissionKey(target); k {
+			case "bash":
+				bash.add("*", d)
+			case "edit":
+				edit.add("*", d)
+			case "webfetch", "websearch":
+				network.add("*", d)
+			default:
+				tools[k] = d
+			}
+		}
+	}
+	for _, pat := range p.Commands.Deny {
+		for _, f := range expand(pat) {
+			bash.add(f, sandbox.Deny)
+		}
+	}
+	var b strings.Builder
+	b.WriteString(`{"permission":{"bash":` + bash.json() + `,"edit":` + edit.json() + `,"webfetch":` + network.json() + `,"websearch":` + network.json())
+	for _, k := range sortedKeys(tools) {
+		b.WriteString("," + jsonString(k) + ":" + jsonString(string(tools[k])))
+	}
+	b.WriteString("}}")
+	return b.String()
+}
+
+// parseApprovalID splits an id this harness minted.
+func parseApprovalID(id string) (sandbox.ApprovalKind, string, bool) {
+	rest, ok := strings.CutPrefix(id, Name+":")
+	if !ok {
+		return "", "", false
+	}
+	kind, target, ok := strings.Cut(rest, ":")
+	if !ok || target == "" {
+		return "", "", false
+	}
+	return sandbox.ApprovalKind(kind), target, true
+}
+
+// commandForms is an approved command and its simple commands (split on
+// &&, ||, ; and |), since OpenCode checks each simple command on its own.
+func commandForms(cmd string) []string {
+	out := []string{cmd}
+	parts := []string{cmd}
+	for _, sep := range []string{"&&", "||", ";", "|"} {
+		var next []string
+		for _, p := range parts {
+			next = append(next, strings.Split(p, sep)...)
+		}
+		parts = next
+	}
+	if len(parts) > 1 {
+		for _, p := range parts {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// relativeTo returns target relative to root (OpenCode's edit patterns
+// are relative to the worktree).
+func relativeTo(root, target string) (string, bool) {
+	if !path.IsAbs(target) {
+		return path.Clean(target), true
+	}
+	if root == "" {
+		return "", false
+	}
+	rel, ok := strings.CutPrefix(path.Clean(target), path.Clean(root)+"/")
+	return rel, ok && rel != ""
+}
+
+// permissionKey is the OpenCode permission that guards a tool.
+func permissionKey(tool string) string {
+	switch tool {
+	case "edit", "write", "apply_patch", "patch", "multiedit":
+		return "edit"
+	}
+	return tool
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// jsonString encodes plain data as JSON, without HTML escaping.
+func jsonString(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic("opencode: " + err.Error()) // plain data only
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// InstallHint says how to install the OpenCode CLI in an image.
+func (Harness) InstallHint() string {
+	return "the opencode CLI is not installed in the sandbox: add it to the image (npm install -g opencode-ai), or point --option executable=PATH at it"
+}

@@ -1,0 +1,190 @@
+package opencode
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// rejectedMarker is in the error OpenCode gives a tool call whose
+// permission asked and that `opencode run` rejected. (A deny rule gives
+// "The user has specified a rule which prevents you from using this
+// specific tool call": a plain error result, no approval.)
+const rejectedMarker = "rejected permission"
+
+// line is one event of `opencode run --format json`.
+type line struct {
+	Type      string `json:"type"`
+	SessionID string `json:"sessionID"`
+	Part      *part  `json:"part"`
+	Error     *struct {
+		Name string `json:"name"`
+		Data struct {
+			Message string `json:"message"`
+		} `json:"data"`
+	} `json:"error"`
+}
+
+// part is an OpenCode message part (text, reasoning, tool, step-*).
+type part struct {
+	Type   string `json:"type"`
+	Text   string `json:"text"`
+	Tool   string `json:"tool"`
+	CallID string `json:"callID"`
+	State  struct {
+		Status   string          `json:"status"`
+		Input    json.RawMessage `json:"input"`
+		Output   string          `json:"output"`
+		Error    string          `json:"error"`
+		Metadata struct {
+			Exit *int `json:"exit"`
+		} `json:"metadata"`
+	} `json:"state"`
+}
+
+// toolInput is the part of a tool's input the approvals use.
+type toolInput struct {
+	Command  string `json:"command"`
+	FilePath string `json:"filePath"`
+	URL      string `json:"url"`
+}
+
+type translator struct {
+	run     harness.Run
+	ids     event.IDs
+	session string
+	errMsg  string
+}
+
+func newTranslator(run harness.Run) *translator {
+	return &translator{run: run, ids: event.IDs{RunID: run.RunID}}
+}
+
+func (t *translator) Begin() []event.Event {
+	return []event.Event{{Type: event.RunStarted, ThreadID: t.run.ThreadID, RunID: t.run.RunID}}
+}
+
+func (t *translator) Line(b []byte) []event.Event {
+	var l line
+	if json.Unmarshal(b, &l) != nil {
+		return nil
+	}
+	var out []event.Event
+	if l.SessionID != "" && l.SessionID != t.session {
+		t.session = l.SessionID
+		out = append(out, event.CustomEvent(event.SessionStarted, event.Session{ID: l.SessionID}))
+	}
+	switch l.Type {
+	case "text", "reasoning":
+		if l.Part == nil || l.Part.Text == "" {
+			return out
+		}
+		if l.Type == "text" {
+			id := t.ids.Next("msg")
+			return append(out,
+				event.Event{Type: event.TextMessageStart, MessageID: id, Role: "assistant"},
+				event.Event{Type: event.TextMessageContent, MessageID: id, Delta: l.Part.Text},
+				event.Event{Type: event.TextMessageEnd, MessageID: id})
+		}
+		id := t.ids.Next("reasoning")
+		return append(out,
+			event.Event{Type: event.ReasoningStart, MessageID: id},
+			event.Event{Type: event.ReasoningContent, MessageID: id, Delta: l.Part.Text},
+			event.Event{Type: event.ReasoningEnd, MessageID: id})
+	case "tool_use":
+		if l.Part == nil {
+			return out
+		}
+		return append(out, t.tool(l.Part)...)
+	case "error":
+		msg := "opencode reported an error"
+		if l.Error != nil {
+			switch {
+			case l.Error.Data.Message != "":
+				msg = l.Error.Data.Message
+			case l.Error.Name != "":
+				msg = l.Error.Name
+			}
+		}
+		if t.errMsg == "" {
+			t.errMsg = msg
+		} else {
+			t.errMsg += "\n" + msg
+		}
+	}
+	return out
+}
+
+// commandResult is a bash tool's result.
+type commandResult struct {
+	ExitCode *int   `json:"exitCode"`
+	Output   string `json:"output"`
+}
+
+// tool translates a finished tool part: OpenCode prints a tool call once
+// it completed or failed, so each one opens and resolves at once.
+func (t *translator) tool(p *part) []event.Event {
+	id := t.ids.Next("tool")
+	name := p.Tool
+	if name == "" {
+		name = "tool"
+	}
+	args := "{}"
+	if len(p.State.Input) > 0 && json.Valid(p.State.Input) {
+		args = string(p.State.Input)
+	}
+	out := []event.Event{
+		{Type: event.ToolCallStart, ToolCallID: id, ToolCallName: name},
+		{Type: event.ToolCallArgs, ToolCallID: id, Delta: args},
+		{Type: event.ToolCallEnd, ToolCallID: id},
+	}
+	switch {
+	case p.State.Status == "error":
+		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, Content: p.State.Error, IsError: true})
+		if strings.Contains(p.State.Error, rejectedMarker) {
+			out = append(out, approval(name, p.State.Input))
+		}
+	case name == "bash":
+		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id,
+			Content: jsonString(commandResult{ExitCode: p.State.Metadata.Exit, Output: p.State.Output}),
+			IsError: p.State.Metadata.Exit != nil && *p.State.Metadata.Exit != 0})
+	default:
+		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, Content: p.State.Output})
+	}
+	return out
+}
+
+// approval is the approval.requested event for a tool call OpenCode
+// rejected because its permission asked.
+func approval(tool string, raw json.RawMessage) event.Event {
+	var in toolInput
+	_ = json.Unmarshal(raw, &in)
+	kind, target, title := sandbox.ApproveTool, tool, "opencode wants to use the tool "+tool
+	switch {
+	case tool == "bash" && in.Command != "":
+		kind, target, title = sandbox.ApproveCommand, in.Command, "opencode wants to run: "+in.Command
+	case permissionKey(tool) == "edit" && in.FilePath != "":
+		kind, target, title = sandbox.ApproveFileWrite, in.FilePath, "opencode wants to write "+in.FilePath
+	case tool == "webfetch" && in.URL != "":
+		kind, target, title = sandbox.ApproveNetwork, in.URL, "opencode wants to fetch "+in.URL
+	}
+	return event.CustomEvent(event.ApprovalRequested, event.Approval{
+		ID: sandbox.ApprovalID(Name, kind, target), Kind: string(kind), Target: target, Title: title,
+	})
+}
+
+func (t *translator) End(code int) []event.Event {
+	c := code
+	if code == 0 && t.errMsg == "" {
+		return []event.Event{{Type: event.RunFinished, ThreadID: t.run.ThreadID, RunID: t.run.RunID, ExitCode: &c}}
+	}
+	msg := t.errMsg
+	if msg == "" {
+		msg = fmt.Sprintf("opencode exited with code %d", code)
+	}
+	return []event.Event{{Type: event.RunError, ThreadID: t.run.ThreadID, RunID: t.run.RunID, Message: msg, Code: "exit", ExitCode: &c}}
+}

@@ -72,16 +72,9 @@ func (d *driver) drive() {
 		d.cancel() // first, so the lease watcher does not read the release as a loss
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = d.lease.Release(ctx)
+		_ = d.currentLease().Release(ctx)
 	}()
-	go func() {
-		select {
-		case <-d.lease.Lost():
-			d.r.log.Warn("run: driver lease lost; another process drives the run now", "run", d.run.ID)
-			d.stop(errors.New("run: lease lost"))
-		case <-d.ctx.Done():
-		}
-	}()
+	go d.keepLease()
 	err := d.body()
 	switch {
 	case err == nil:
@@ -312,6 +305,8 @@ func (d *driver) finish(res readResult, cancelled bool) error {
 		return d.finalize(store.RunCancelled, nil, "")
 	case d.ctx.Err() != nil:
 		return res.err
+	case d.start == nil && errors.Is(res.err, journal.ErrStalled):
+		return d.fail(fmt.Errorf("the process that started the run went away before its agent started: %w", res.err), "lost-before-start")
 	default:
 		return d.fail(res.err, "journal")
 	}
@@ -645,4 +640,62 @@ func fileEvents(patch []byte) []sandbox.FileEvent {
 		out = append(out, sandbox.FileEvent{Op: op, Path: sandbox.PortablePath(head[i+3:])})
 	}
 	return out
+}
+
+func (d *driver) currentLease() store.Lease {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lease
+}
+
+// keepLease watches the driver's lease. A lease can be lost without anyone
+// else driving the run — renewals late on an overloaded store — so the
+// driver tries to take it back: when it gets the lease again and its epoch
+// is still the run's, it goes on (every write is fenced by the epoch, so
+// this is safe); when another process holds the lease or claimed the run,
+// it stops and writes nothing more.
+func (d *driver) keepLease() {
+	for {
+		select {
+		case <-d.currentLease().Lost():
+		case <-d.ctx.Done():
+			return
+		}
+		if d.ctx.Err() != nil {
+			return
+		}
+		if !d.retakeLease() {
+			d.r.log.Warn("run: driver lease lost; another process drives the run now", "run", d.run.ID)
+			d.stop(errors.New("run: lease lost"))
+			return
+		}
+		d.r.log.Info("run: driver lease lost and taken back", "run", d.run.ID)
+	}
+}
+
+func (d *driver) retakeLease() bool {
+	deadline := time.Now().Add(d.r.opts.LeaseTTL)
+	for time.Now().Before(deadline) && d.ctx.Err() == nil {
+		lease, ok, err := d.r.store.TryLock(d.ctx, leaseName(d.run.ID), d.r.opts.LeaseTTL)
+		if err == nil && ok {
+			rec, found, err := d.r.store.GetRun(d.ctx, d.run.ID)
+			if err == nil && found && rec.DriverEpoch == d.run.DriverEpoch && !rec.Status.Terminal() {
+				d.mu.Lock()
+				d.lease = lease
+				d.mu.Unlock()
+				return true
+			}
+			_ = lease.Release(context.WithoutCancel(d.ctx))
+			return false
+		}
+		if err == nil && !ok {
+			return false // someone else holds it: they drive now
+		}
+		select {
+		case <-d.ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return false
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -175,7 +176,15 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	var req api.StartRun
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err := dec.Decode(&req)
+	if err == nil { // one JSON object and nothing after it
+		if _, terr := dec.Token(); terr == nil {
+			err = errors.New("unexpected data after the JSON object")
+		} else if !errors.Is(terr, io.EOF) {
+			err = terr
+		}
+	}
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeJSON(w, http.StatusRequestEntityTooLarge, api.Error{Code: sandbox.InvalidArgument.String(), Message: fmt.Sprintf("the body is larger than %d bytes", s.opts.MaxBody)})
@@ -362,9 +371,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runID string, af
 
 	ctx := r.Context()
 	var mu sync.Mutex // the keep-alive and the events write to one stream
-	done := make(chan struct{})
-	defer close(done)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	// The keep-alive must be gone before the handler returns: a ping written
+	// after that would go to a finished response (whose buffer net/http
+	// reuses for another connection).
+	defer func() { close(done); <-stopped }()
 	go func() { // keep idle connections alive through proxies
+		defer close(stopped)
 		t := time.NewTicker(15 * time.Second)
 		defer t.Stop()
 		for {

@@ -1,0 +1,278 @@
+package server_test
+
+// The embedded web page in a real browser: headless Debian Chromium driven
+// over the DevTools protocol. The page starts a run from its form, shows
+// its lines as they come, keeps the run across a reload (#run=<id>) with no
+// line shown twice, and stops it with the Stop button.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/d10ffeed/corral/api"
+	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/store"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// browserPrompt prints 40 lines over about four seconds.
+const browserPrompt = `for i in $(seq 1 40); do echo line$i; sleep 0.1; done`
+
+// newBrowser starts headless Chromium with a fresh profile; it is stopped
+// (and waited for) when the test ends.
+func newBrowser(t *testing.T) (context.Context, *pageErrors) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		testutil.Unavailable(t, "browser: "+chromiumPath+" is missing (run scripts/setup-browser.sh, which installs Debian's chromium)")
+	}
+	profile := t.TempDir()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1200, 800),
+	}
+	parent, cancelParent := context.WithTimeout(context.Background(), 2*time.Minute)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(parent, opts...)
+	ctx, cancelCtx := chromedp.NewContext(allocCtx)
+	// Registered after TempDir: runs before it, so the browser is gone
+	// before its profile is removed.
+	t.Cleanup(func() {
+		cancelCtx()
+		cancelAlloc() // waits for the browser process to exit
+		cancelParent()
+	})
+	errs := &pageErrors{}
+	if err := chromedp.Do(ctx); err != nil { // start the browser now
+		if testutil.InCI() {
+			t.Fatalf("starting %s: %v", chromiumPath, err)
+		}
+		t.Skipf("browser: %s does not start (%v); run scripts/setup-browser.sh", chromiumPath, err)
+	}
+	err := chromedp.Listen(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			errs.add(msg)
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError {
+				var parts []string
+				for _, a := range ev.Args {
+					parts = append(parts, fmt.Sprint(a.Value), a.Description)
+				}
+				errs.add("console.error: " + strings.Join(parts, " "))
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("listening to the page's events: %v", err)
+	}
+	return ctx, errs
+}
+
+// pageErrors collects the page's uncaught exceptions and console errors.
+type pageErrors struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (p *pageErrors) add(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.list = append(p.list, s)
+}
+
+func (p *pageErrors) get() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.list...)
+}
+
+var lineRE = regexp.MustCompile(`^line(\d+)$`)
+
+// shownLines parses the output element's text: the numbers of the lineN
+// lines, in the order shown.
+func shownLines(text string) []int {
+	var out []int
+	for _, l := range strings.Split(text, "\n") {
+		if m := lineRE.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// checkShown fails unless the page shows line1 … lineN, each exactly once,
+// in order; it returns N.
+func checkShown(t *testing.T, text string) int {
+	t.Helper()
+	nums := shownLines(text)
+	seen := map[int]int{}
+	for _, n := range nums {
+		seen[n]++
+	}
+	for n, c := range seen {
+		if c > 1 {
+			t.Fatalf("the page shows line%d %d times:\n%s", n, c, text)
+		}
+	}
+	for i, n := range nums {
+		if n != i+1 {
+			t.Fatalf("the page shows line%d where line%d was due:\n%s", n, i+1, text)
+		}
+	}
+	return len(nums)
+}
+
+func waitJS(ctx context.Context, expr string, within time.Duration) error {
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(within), chromedp.WithPollingInterval(25*time.Millisecond)))
+	return err
+}
+
+func TestWebPageInBrowser(t *testing.T) {
+	cut := &cutter{after: 5} // cuts nothing until told to (phase 2)
+	e := newEnv(t, envOptions{Defs: []string{"default", "other"}, Wrap: func(h http.Handler) http.Handler { cut.h = h; return cut }})
+	began := time.Now()
+	ctx, pageErrs := newBrowser(t)
+	t.Logf("browser started in %v", time.Since(began).Round(time.Millisecond))
+	outText := func() string {
+		t.Helper()
+		text, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.ID("out")))
+		if err != nil {
+			t.Fatalf("reading the output: %v", err)
+		}
+		return text
+	}
+	eval := func(expr string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("evaluating %s: %v", expr, err)
+		}
+		return v
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitJS(ctx, `document.querySelectorAll('#definition option').length === 2 && document.querySelectorAll('#harness option').length === 1`, 10*time.Second); err != nil {
+		t.Fatalf("the form's choices did not load: %v", err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("definition"), "default"),
+		chromedp.SetValue(chromedp.ID("harness"), "command"),
+		chromedp.SendKeys(chromedp.ID("prompt"), browserPrompt),
+		chromedp.Click(chromedp.ID("startbtn")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitJS(ctx, `location.hash.startsWith('#run=') && /(^|\n)line3\n/.test(document.getElementById('out').textContent)`, 15*time.Second); err != nil {
+		t.Fatalf("no lines shown after submitting the form (message %q): %v", eval(`document.getElementById('msg').textContent`), err)
+	}
+	id := strings.TrimPrefix(eval(`location.hash`), "#run=")
+	rec, ok, err := e.Store.GetRun(context.Background(), id)
+	if err != nil || !ok || rec.Harness != "command" || rec.DefinitionID != "default" {
+		t.Fatalf("the page's run %q: %+v ok=%v err=%v", id, rec, ok, err)
+	}
+	before := checkShown(t, outText())
+	t.Logf("before the reload: %d lines", before)
+
+	// Reload: the hash keeps the run, the view starts over and the stream
+	// goes on, with no line shown twice.
+	if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("line%d", before+3)
+	if err := waitJS(ctx, fmt.Sprintf(`/(^|\n)%s\n/.test(document.getElementById('out').textContent)`, want), 10*time.Second); err != nil {
+		t.Fatalf("after the reload the stream did not go on to %s: %v\n%s", want, err, outText())
+	}
+	hash, title, status := eval(`location.hash`), eval(`document.getElementById('title').textContent`), eval(`document.getElementById('status').textContent`)
+	if hash != "#run="+id || !strings.Contains(title, id) || status != "running" {
+		t.Fatalf("after the reload: hash %q title %q status %q, want run %s running", hash, title, status, id)
+	}
+	after := checkShown(t, outText())
+	t.Logf("after the reload: %d lines", after)
+	if after >= 40 {
+		t.Fatalf("the run ended before Stop could be pressed (%d lines shown)", after)
+	}
+
+	// Stop.
+	stopAt := time.Now()
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("stop"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitJS(ctx, `document.getElementById('status').textContent === 'cancelled'`, 10*time.Second); err != nil {
+		t.Fatalf("status %q (message %q) after Stop, want cancelled: %v", eval(`document.getElementById('status').textContent`),
+			eval(`document.getElementById('msg').textContent`), err)
+	}
+	stoppedIn := time.Since(stopAt)
+	e.waitStatus(id, store.RunCancelled, 5*time.Second)
+	final := checkShown(t, outText())
+	if final >= 40 {
+		t.Fatalf("all 40 lines shown: the Stop did not stop the agent")
+	}
+	if disabled, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('stop').disabled`)); err != nil || !disabled {
+		t.Errorf("the Stop button is still enabled on a cancelled run (%v)", err)
+	}
+	// The run list shows it cancelled.
+	if row := eval(`(document.querySelector('#runs tr.sel') || {}).textContent || ''`); !strings.Contains(row, "cancelled") {
+		t.Errorf("the selected run's row reads %q, want cancelled", row)
+	}
+	t.Logf("stopped after %d lines; the page showed cancelled %v after the click", final, stoppedIn.Round(time.Millisecond))
+
+	// A dropped stream: the server cuts the page's event stream after five
+	// events; EventSource reconnects by itself with Last-Event-ID, and the
+	// page shows every line once, to the end.
+	id2 := e.startJSON("", jsonBody(t, api.StartRun{Prompt: browserPrompt}))
+	cut.mu.Lock()
+	cut.left, cut.served = 1, 0
+	cut.mu.Unlock()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash = "#run=`+id2+`"`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitJS(ctx, `document.getElementById('status').textContent === 'completed'`, 30*time.Second); err != nil {
+		t.Fatalf("the second run is %q on the page, want completed: %v\n%s", eval(`document.getElementById('status').textContent`), err, outText())
+	}
+	if n := checkShown(t, outText()); n != 40 {
+		t.Fatalf("the page shows %d lines of the second run, want 40", n)
+	}
+	cut.mu.Lock()
+	cuts, served := cut.cuts, cut.served
+	cut.mu.Unlock()
+	if cuts != 1 || served < 2 {
+		t.Fatalf("%d streams cut, %d served: the page did not reconnect", cuts, served)
+	}
+	if p := os.Getenv("CORRAL_BROWSER_SCREENSHOT"); p != "" {
+		if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			_ = os.WriteFile(p, png, 0o644)
+		}
+	}
+	if errs := pageErrs.get(); len(errs) > 0 {
+		t.Errorf("the page reported errors: %q", errs)
+	}
+}

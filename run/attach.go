@@ -98,6 +98,9 @@ func (r *Runner) TakeOver(ctx context.Context, runID string) error {
 		}
 	}
 	r.launch(r.newDriver(claimed, def, h, lease))
+	if f := r.opts.OnTakeOver; f != nil {
+		f(runID)
+	}
 	return nil
 }
 

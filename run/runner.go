@@ -82,6 +82,8 @@ type Options struct {
 	KillGrace time.Duration
 	// OnStep is told of setup steps while a run's sandbox is created.
 	OnStep func(runID string, ev bootstrap.StepEvent)
+	// OnTakeOver is told of each run this process takes over.
+	OnTakeOver func(runID string)
 	// OnEnsure is told how long ensuring a run's sandbox took and which
 	// path it took ("created", "resumed", "restored", or "failed").
 	OnEnsure func(d time.Duration, outcome string)

@@ -51,6 +51,9 @@ func (m *Metrics) ObserveEnsure(d time.Duration, outcome string) {
 	m.ensure.WithLabelValues(outcome).Observe(d.Seconds())
 }
 
+// ObserveTakeOver counts a run taken over (for run.Options.OnTakeOver).
+func (m *Metrics) ObserveTakeOver(string) { m.takeovers.Inc() }
+
 func (m *Metrics) observeReap(rep run.ReapReport) {
 	for _, r := range rep.Runs {
 		m.reaped.WithLabelValues(r.Outcome).Inc()

@@ -405,11 +405,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runID string, af
 	}
 	var err error
 	if takeover {
-		before := s.opts.Runner.Driving(runID)
 		err = s.opts.Runner.Attach(ctx, runID, after, write)
-		if !before && s.opts.Runner.Driving(runID) {
-			s.metrics.takeovers.Inc()
-		}
 	} else {
 		err = s.opts.Runner.Follow(ctx, runID, after, write)
 	}

@@ -65,7 +65,7 @@ runs of one that died. Without --token it listens on loopback only.`,
 				return err
 			}
 			defer st.Close()
-			r, err := run.New(st, defs, allHarnesses(), run.Options{Logger: logger(), OnEnsure: metrics.ObserveEnsure})
+			r, err := run.New(st, defs, allHarnesses(), run.Options{Logger: logger(), OnEnsure: metrics.ObserveEnsure, OnTakeOver: metrics.ObserveTakeOver})
 			if err != nil {
 				return err
 			}

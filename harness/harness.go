@@ -146,3 +146,30 @@ type Installer interface {
 	// InstallHint says how to put the CLI into a sandbox image.
 	InstallHint() string
 }
+
+// Requirer is implemented by harnesses that need sandbox capabilities
+// beyond exec and a file system. The runner checks them before Prepare and
+// fails the run with FailedPrecondition naming what is missing.
+type Requirer interface {
+	// Requires returns capability flag names (sandbox.CapabilityNames).
+	Requires() []string
+}
+
+// CheckRequirements returns an error naming the capabilities h needs that
+// caps lacks, or nil.
+func CheckRequirements(h Harness, caps sandbox.Capabilities) error {
+	r, ok := h.(Requirer)
+	if !ok {
+		return nil
+	}
+	var missing []string
+	for _, c := range r.Requires() {
+		if !caps.Has(c) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return sandbox.Errorf(sandbox.FailedPrecondition, "harness", h.Name(), "the sandbox lacks %s, which this harness needs", strings.Join(missing, ", "))
+	}
+	return nil
+}

@@ -147,6 +147,9 @@ func (d *driver) startAgent() error {
 	if cancelled, err := d.cancelRequested(); err == nil && cancelled {
 		return errCancelledBeforeStart
 	}
+	if err := harness.CheckRequirements(d.h, d.handle.Capabilities()); err != nil {
+		return err
+	}
 	paths, err := journal.PathsFor(d.r.opts.JournalDir, d.run.ID)
 	if err != nil {
 		return err

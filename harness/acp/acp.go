@@ -227,3 +227,7 @@ func closeStreams(rs ...io.Reader) {
 		}
 	}
 }
+
+// Requires names the capabilities an ACP session needs: a stdin to speak
+// the protocol on, and processes that outlive a call.
+func (h *Harness) Requires() []string { return []string{"writableStdin", "backgroundProcesses"} }

@@ -8,24 +8,17 @@ import (
 	"github.com/d10ffeed/corral/internal/testutil"
 )
 
-func dockerContainers(t *testing.T) int {
-	t.Helper()
-	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=dev.corral.managed=true").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(strings.Fields(string(out)))
-}
-
 func TestExecDocker(t *testing.T) {
 	testutil.NeedDocker(t)
-	before := dockerContainers(t)
-	out, _, code := corral(t, "exec", "--provider", "docker", "--image", testutil.DockerTestImage, "--", "sh", "-c", "echo hi; exit 4")
+	// The container's hostname is its id: check that this very container
+	// is gone (other tests make and remove containers meanwhile).
+	out, errOut, code := corral(t, "exec", "--provider", "docker", "--image", testutil.DockerTestImage, "--", "sh", "-c", "echo hi; hostname >&2; exit 4")
 	if out != "hi\n" || code != 4 {
 		t.Errorf("stdout %q exit %d, want hi and 4", out, code)
 	}
-	if after := dockerContainers(t); after != before {
-		t.Errorf("%d corral containers before, %d after: exec left one behind", before, after)
+	id := strings.TrimSpace(errOut)
+	if left, err := exec.Command("docker", "ps", "-aq", "--filter", "id="+id).Output(); err != nil || len(strings.TrimSpace(string(left))) != 0 || id == "" {
+		t.Errorf("container %q left behind after exec: %q %v", id, left, err)
 	}
 	out, _, code = corral(t, "exec", "--provider", "docker", "--image", testutil.DockerTestImage, "--network", "none", "--", "ls", "/sys/class/net")
 	if strings.Fields(out)[0] != "lo" || len(strings.Fields(out)) != 1 || code != 0 {
@@ -35,7 +28,7 @@ func TestExecDocker(t *testing.T) {
 	if !strings.Contains(out, "lo") || len(strings.Fields(out)) < 2 {
 		t.Errorf("default network: %q, want lo and the container's interface", out)
 	}
-	_, errOut, code := corral(t, "exec", "--provider", "docker", "--image", "corral-no-such-image:1", "--", "true")
+	_, errOut, code = corral(t, "exec", "--provider", "docker", "--image", "corral-no-such-image:1", "--", "true")
 	if code != 125 || !strings.Contains(errOut, "never pulls") {
 		t.Errorf("missing image: exit %d %q", code, errOut)
 	}

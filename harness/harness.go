@@ -75,6 +75,16 @@ type Request struct {
 	// (the handle's WorkspaceRoot): the cwd a CLI must be told when it takes
 	// one.
 	WorkspaceRoot string
+	// SkillRoots are workspace-relative directories holding the workspace's
+	// skills (sandbox.Workspace.SkillRoots); harnesses find the SKILL.md
+	// directories under them (FindSkills) and project them into their
+	// agent's skill directory for the run.
+	SkillRoots []string
+	// MCPServers are the workspace's MCP servers as configured: secret
+	// references (${secret:NAME}) unexpanded. Harnesses write them into
+	// their agent's configuration for the run, secret values through the
+	// environment (SecretEnv) or files in RunDir.
+	MCPServers []sandbox.MCPServer
 	// RunDir is a private directory for this run's files inside the
 	// sandbox, outside the workspace (agent configuration that carries a
 	// secret, say). It is removed with the run's journal. Write to it with

@@ -155,8 +155,10 @@ func (d *driver) startAgent() error {
 		return err
 	}
 	var scripts map[string]string
-	if d.def.Workspace != nil {
-		scripts = d.def.Workspace.Scripts
+	var mcp []sandbox.MCPServer
+	ws := d.def.Workspace
+	if ws != nil {
+		scripts, mcp = ws.Scripts, ws.MCPServers
 	}
 	inv, err := d.h.Prepare(d.ctx, d.handle, harness.Request{
 		Run:    harness.Run{RunID: d.run.ID, ThreadID: d.run.ThreadID},
@@ -164,6 +166,7 @@ func (d *driver) startAgent() error {
 		Model: d.start.Model, Auth: d.start.Auth, Options: d.start.Options,
 		Secrets: d.secrets(), Policy: d.def.Policy, Scripts: scripts,
 		Session:       d.r.previousSession(d.ctx, d.run),
+		SkillRoots: ws.SkillRoots(), MCPServers: mcp,
 		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files,
 	})
 	if err != nil {

@@ -25,8 +25,14 @@ type Workspace struct {
 	// Instructions become AGENTS.md at the workspace root (with CLAUDE.md and
 	// GEMINI.md linked to it).
 	Instructions string `json:"instructions,omitempty"`
-	// Skills are files and skill packs written into the workspace.
+	// Skills are files and skill packs written into the workspace. The
+	// SKILL.md skills among them are also projected into each agent's own
+	// skill directory on every run (see SkillRoots).
 	Skills []Skill `json:"skills,omitempty"`
+	// MCPServers are given to the agent of every run, written into its own
+	// configuration for that run only. They are not part of the workspace
+	// hash: changing them needs no new sandbox.
+	MCPServers []MCPServer `json:"mcpServers,omitempty"`
 	// Secrets are resolved values; see Secrets for where they may go.
 	Secrets Secrets `json:"-"`
 }
@@ -86,7 +92,9 @@ func (w *Workspace) Hash() string {
 	if w == nil {
 		return ""
 	}
-	return Digest(w)
+	c := *w
+	c.MCPServers = nil // projected per run, not built into the sandbox
+	return Digest(&c)
 }
 
 // Validate checks the workspace for malformed values, naming the field.
@@ -165,7 +173,7 @@ func (w *Workspace) Validate() error {
 			return Errorf(InvalidArgument, "workspace", field, "set path (a file skill) or git (a skill pack)")
 		}
 	}
-	return nil
+	return ValidateMCPServers(w.MCPServers, w.Secrets)
 }
 
 // ValidateGitValue rejects a git URL, ref or path that git could read as

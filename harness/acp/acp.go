@@ -17,7 +17,7 @@ import (
 // Name is the harness's name.
 const Name = "acp"
 
-// Request.Options keys this harness reads (besides OptionMCPServers).
+// Request.Options keys this harness reads.
 const (
 	// OptionApprovals is a JSON object of approval id → allowed: the
 	// answers to approval.requested events of earlier runs.
@@ -125,7 +125,7 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, OptionApprovals, "not a JSON object of approval id to boolean: %v", err)
 		}
 	}
-	servers, err := ParseMCPServers(req.Options, req.Secrets)
+	servers, err := resolveMCP(req)
 	if err != nil {
 		return harness.Invocation{}, err
 	}

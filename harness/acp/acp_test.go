@@ -438,12 +438,14 @@ func TestMCPServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := `[{"name":"docs","url":"http://127.0.0.1:1/mcp","headers":{"Authorization":"Bearer ${secret:DOCS_TOKEN}"}},
-		{"name":"events","type":"sse","url":"http://127.0.0.1:1/sse"},
-		{"name":"local","command":"true","env":{"TOKEN":"${secret:DOCS_TOKEN}"}}]`
+	servers := []sandbox.MCPServer{
+		{Name: "docs", URL: "http://127.0.0.1:1/mcp", Headers: map[string]string{"Authorization": "Bearer ${secret:DOCS_TOKEN}"}},
+		{Name: "events", Type: "sse", URL: "http://127.0.0.1:1/sse"},
+		{Name: "local", Command: "true", Env: map[string]string{"TOKEN": "${secret:DOCS_TOKEN}"}},
+	}
 	hd := newSandbox(t)
 	res := runTurn(t, newHarness(t), hd, harness.Request{Prompt: "p", Args: []string{bin, "-mcp-http"}, Secrets: secrets,
-		Policy: &sandbox.Policy{Default: sandbox.Allow}, Options: map[string]string{acp.OptionMCPServers: spec}})
+		Policy: &sandbox.Policy{Default: sandbox.Allow}, MCPServers: servers})
 	if got := text(res.events, event.TextMessageContent); !strings.Contains(got, "(mcp: docs,local)") {
 		t.Errorf("the agent should get the http and stdio servers: %q", got)
 	}
@@ -535,7 +537,7 @@ func TestPrepareRefuses(t *testing.T) {
 		{"NoRunDir", hd, harness.Request{Args: []string{"agent"}}, sandbox.InvalidArgument},
 		{"NoWritableStdin", noStdin{hd}, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x"}, sandbox.Unimplemented},
 		{"BadApprovals", hd, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x", Options: map[string]string{acp.OptionApprovals: "[1]"}}, sandbox.InvalidArgument},
-		{"BadMCP", hd, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x", Options: map[string]string{acp.OptionMCPServers: `[{"name":"x"}]`}}, sandbox.InvalidArgument},
+		{"BadMCP", hd, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x", MCPServers: []sandbox.MCPServer{{Name: "x"}}}, sandbox.InvalidArgument},
 		{"BadStartTimeout", hd, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x", Options: map[string]string{acp.OptionStartTimeout: "soon"}}, sandbox.InvalidArgument},
 	}
 	for _, c := range cases {

@@ -81,9 +81,12 @@
 // fs/read_text_file and fs/write_text_file use the sandbox's workspace
 // file system (paths outside the workspace are refused); terminal/create
 // spawns the command in the sandbox, and terminal output, wait_for_exit,
-// kill and release act on it. MCP servers come from
-// Options["mcpServers"] (see ParseMCPServers); remote ones are sent only
-// when the agent advertises their transport.
+// kill and release act on it. MCP servers are the
+// workspace's (Request.MCPServers, secret references expanded); remote
+// ones are sent only when the agent advertises their transport. Skills are
+// not projected: ACP has no skill setting, and each agent looks for them
+// in its own place (an agent that reads the workspace's .claude/skills or
+// AGENTS.md finds what the workspace holds).
 //
 // # Events
 //

@@ -33,7 +33,7 @@ type session struct {
 	ctx          context.Context // ends when the harness closes
 	cancel       context.CancelFunc
 	decisions    map[string]bool
-	mcp          []MCPServer
+	mcp          []sandbox.MCPServer
 	startTimeout time.Duration
 	log          *slog.Logger
 

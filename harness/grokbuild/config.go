@@ -5,7 +5,6 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/d10ffeed/corral/harness/acp"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -21,7 +20,7 @@ const ConfigPath = ".grok/config.toml"
 // TOML is an error (it is never overwritten). The result is canonical TOML:
 // comments and layout do not survive, which is why the harness restores
 // the original bytes after the run.
-func mergeConfig(existing []byte, servers []acp.MCPServer) ([]byte, error) {
+func mergeConfig(existing []byte, servers []sandbox.MCPServer) ([]byte, error) {
 	doc := map[string]any{}
 	if len(bytes.TrimSpace(existing)) > 0 {
 		if err := toml.Unmarshal(existing, &doc); err != nil {

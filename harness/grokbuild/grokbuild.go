@@ -30,7 +30,7 @@
 //
 // # MCP servers
 //
-// Options["mcpServers"] (see acp.ParseMCPServers) are merged into the
+// The workspace's MCP servers (Request.MCPServers) are merged into the
 // workspace's .grok/config.toml, never overwriting it: other keys and
 // servers are kept, and a file that is not TOML stops the run. Because
 // the merged file carries secret values, it is written to the run's
@@ -49,14 +49,13 @@ import (
 	"strings"
 
 	"github.com/d10ffeed/corral/harness"
-	"github.com/d10ffeed/corral/harness/acp"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
 // Name is the harness's name.
 const Name = "grok"
 
-// Request.Options keys this harness reads (besides acp.OptionMCPServers).
+// Request.Options keys this harness reads.
 const (
 	OptionExecutable = "executable" // the CLI's command (words split on whitespace)
 	OptionMaxTurns   = "maxTurns"   // --max-turns
@@ -170,7 +169,7 @@ func (Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Reque
 	argv = append(argv, policyFlags(req.Policy, req.Scripts)...)
 	argv = append(argv, req.Args...)
 
-	servers, err := acp.ParseMCPServers(req.Options, req.Secrets)
+	servers, err := sandbox.ResolveMCPServers(req.MCPServers, req.Secrets)
 	if err != nil {
 		return harness.Invocation{}, err
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness"
-	"github.com/d10ffeed/corral/harness/acp"
 	"github.com/d10ffeed/corral/harness/grokbuild"
 	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/local"
@@ -190,7 +189,7 @@ func TestPrepareRefuses(t *testing.T) {
 		{"NoKey", func(r *harness.Request) { r.Secrets = sandbox.Secrets{} }, sandbox.FailedPrecondition},
 		{"BadAuth", func(r *harness.Request) { r.Auth = "password" }, sandbox.InvalidArgument},
 		{"BadMaxTurns", func(r *harness.Request) { r.Options = map[string]string{grokbuild.OptionMaxTurns: "many"} }, sandbox.InvalidArgument},
-		{"BadMCP", func(r *harness.Request) { r.Options = map[string]string{acp.OptionMCPServers: "{"} }, sandbox.InvalidArgument},
+		{"BadMCP", func(r *harness.Request) { r.MCPServers = []sandbox.MCPServer{{Name: "x"}} }, sandbox.InvalidArgument},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -214,7 +213,7 @@ type fixture struct {
 
 const userConfig = "# the user's own Grok settings\nmodel = \"grok-build\"\n\n[mcp_servers.mine]\ncommand = \"my-mcp\"\n"
 
-func newFixture(t *testing.T, policy *sandbox.Policy, git bool) *fixture {
+func newFixture(t *testing.T, policy *sandbox.Policy, git bool, mcp ...sandbox.MCPServer) *fixture {
 	t.Helper()
 	fake, err := filepath.Abs(filepath.Join("testdata", "fake-grok.sh"))
 	if err != nil {
@@ -235,6 +234,7 @@ func newFixture(t *testing.T, policy *sandbox.Policy, git bool) *fixture {
 		ws = &sandbox.Workspace{Secrets: secrets, Source: &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{
 			grokbuild.ConfigPath: userConfig, "README.md": "# project\n"})}}
 	}
+	ws.MCPServers = mcp
 	def := &sandbox.Definition{ID: "d", Provider: p, Policy: policy, Workspace: ws}
 	r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{grokbuild.Harness{}},
 		run.Options{JournalDir: t.TempDir(), LeaseTTL: 2 * time.Second, PollInterval: 50 * time.Millisecond, CancelCheck: 100 * time.Millisecond})
@@ -322,11 +322,10 @@ func normalize(evs []event.Event, rec store.Run) string {
 // line, environment, prompt file and merged configuration it saw, the
 // events, and that the workspace's configuration is back as it was.
 func TestFakeCLIThroughTheRunner(t *testing.T) {
-	f := newFixture(t, &sandbox.Policy{Default: sandbox.Allow, Commands: sandbox.CommandRules{Deny: []string{"sudo *"}}}, false)
+	f := newFixture(t, &sandbox.Policy{Default: sandbox.Allow, Commands: sandbox.CommandRules{Deny: []string{"sudo *"}}}, false, docsServer)
 	ctx := testCtx(t)
-	mcp := `[{"name":"docs","url":"https://docs.example/mcp","headers":{"Authorization":"Bearer ${secret:DOCS_TOKEN}"}}]`
 	rec := f.start(t, ctx, "testdata/basic.ndjson", run.StartRequest{Prompt: "fix the failing test", Model: "grok-build",
-		Options: map[string]string{acp.OptionMCPServers: mcp, grokbuild.OptionMaxTurns: "8"}})
+		Options: map[string]string{grokbuild.OptionMaxTurns: "8"}})
 	evs := f.follow(t, ctx, rec.ID, nil)
 	want, err := os.ReadFile(filepath.Join("testdata", "basic.golden.ndjson"))
 	if err != nil {
@@ -423,10 +422,9 @@ func TestFakeCLIFailures(t *testing.T) {
 // TestCancelRestoresConfig cancels a run mid-stream: the wrapper must still
 // put the workspace's configuration back.
 func TestCancelRestoresConfig(t *testing.T) {
-	f := newFixture(t, &sandbox.Policy{Default: sandbox.Allow}, false)
+	f := newFixture(t, &sandbox.Policy{Default: sandbox.Allow}, false, sandbox.MCPServer{Name: "docs", URL: "https://d/mcp"})
 	ctx := testCtx(t)
-	rec := f.start(t, ctx, "testdata/basic.ndjson", run.StartRequest{Prompt: "p", Env: map[string]string{"FAKE_GROK_SLEEP": "30"},
-		Options: map[string]string{acp.OptionMCPServers: `[{"name":"docs","url":"https://d/mcp"}]`}})
+	rec := f.start(t, ctx, "testdata/basic.ndjson", run.StartRequest{Prompt: "p", Env: map[string]string{"FAKE_GROK_SLEEP": "30"}})
 	cancelled := false
 	evs := f.follow(t, ctx, rec.ID, func(e event.Event) {
 		if e.Type == event.ReasoningContent && !cancelled {
@@ -445,17 +443,18 @@ func TestCancelRestoresConfig(t *testing.T) {
 	}
 }
 
+// docsServer is a remote MCP server whose header names a secret.
+var docsServer = sandbox.MCPServer{Name: "docs", URL: "https://docs.example/mcp", Headers: map[string]string{"Authorization": "Bearer ${secret:DOCS_TOKEN}"}}
+
 func ensureReq(thread string) ensure.Request { return ensure.Request{Thread: thread} }
 
 // TestNoSecretInTheDiff runs in a git work tree: the run's file.changed
 // diff shows what the CLI changed, and never the secret-bearing config
 // that was in place only while the CLI ran.
 func TestNoSecretInTheDiff(t *testing.T) {
-	f := newFixture(t, &sandbox.Policy{Default: sandbox.Allow}, true)
+	f := newFixture(t, &sandbox.Policy{Default: sandbox.Allow}, true, docsServer)
 	ctx := testCtx(t)
-	mcp := `[{"name":"docs","url":"https://docs.example/mcp","headers":{"Authorization":"Bearer ${secret:DOCS_TOKEN}"}}]`
-	rec := f.start(t, ctx, "testdata/basic.ndjson", run.StartRequest{Prompt: "p", Env: map[string]string{"FAKE_GROK_TOUCH": "README.md"},
-		Options: map[string]string{acp.OptionMCPServers: mcp}})
+	rec := f.start(t, ctx, "testdata/basic.ndjson", run.StartRequest{Prompt: "p", Env: map[string]string{"FAKE_GROK_TOUCH": "README.md"}})
 	evs := f.follow(t, ctx, rec.ID, nil)
 	var change *event.FileChange
 	for _, e := range evs {

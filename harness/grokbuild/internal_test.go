@@ -6,7 +6,6 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/d10ffeed/corral/harness/acp"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -38,7 +37,7 @@ func TestPolicyFlags(t *testing.T) {
 }
 
 func TestMergeConfig(t *testing.T) {
-	servers := []acp.MCPServer{
+	servers := []sandbox.MCPServer{
 		{Name: "docs", Type: "http", URL: "https://docs.example/mcp", Headers: map[string]string{"Authorization": "Bearer tok"}},
 		{Name: "fs", Type: "stdio", Command: "npx", Args: []string{"-y", "fs-mcp"}, Env: map[string]string{"ROOT": "/w"}},
 	}

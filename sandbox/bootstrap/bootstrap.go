@@ -174,11 +174,7 @@ func installSkills(ctx context.Context, h sandbox.Handle, ws *sandbox.Workspace)
 		if sk.Git == "" {
 			continue
 		}
-		into := sk.Into
-		if into == "" {
-			into = path.Join(sandbox.SkillsDir, skillName(sk.Git))
-		}
-		rel, err := sandbox.CleanPath(into)
+		rel, err := sandbox.CleanPath(sk.PackDir())
 		if err != nil {
 			return nil, err
 		}

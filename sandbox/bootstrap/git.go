@@ -152,11 +152,3 @@ func tail(s string, n int) string {
 	}
 	return "…" + s[len(s)-n:]
 }
-
-func skillName(repo string) string {
-	base := path.Base(strings.TrimSuffix(strings.TrimSuffix(repo, "/"), ".git"))
-	if base == "." || base == "/" || base == "" {
-		return "skill"
-	}
-	return base
-}

@@ -165,7 +165,7 @@ func (d *driver) startAgent() error {
 		Prompt: d.start.Prompt, Args: d.start.Args, Env: d.start.Env,
 		Model: d.start.Model, Auth: d.start.Auth, Options: d.start.Options,
 		Secrets: d.secrets(), Policy: d.def.Policy, Scripts: scripts,
-		Session:       d.r.previousSession(d.ctx, d.run),
+		Session:    d.r.previousSession(d.ctx, d.run),
 		SkillRoots: ws.SkillRoots(), MCPServers: mcp,
 		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files,
 	})

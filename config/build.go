@@ -81,7 +81,10 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 	for _, sk := range w.Skills {
 		ws.Skills = append(ws.Skills, sandbox.Skill{Path: sk.Path, Content: sk.Content, Git: sk.Git, Into: sk.Into, TokenSecret: sk.TokenSecret})
 	}
-	if ws.Source != nil || len(ws.Setup)+len(ws.Scripts)+len(ws.Skills) > 0 || ws.Instructions != "" || ws.Secrets.Len() > 0 {
+	for _, m := range w.MCPServers {
+		ws.MCPServers = append(ws.MCPServers, sandbox.MCPServer{Name: m.Name, Type: m.Type, URL: m.URL, Headers: m.Headers, Command: m.Command, Args: m.Args, Env: m.Env})
+	}
+	if ws.Source != nil || len(ws.Setup)+len(ws.Scripts)+len(ws.Skills)+len(ws.MCPServers) > 0 || ws.Instructions != "" || ws.Secrets.Len() > 0 {
 		def.Workspace = ws
 	}
 	if pol := f.Policy; pol != nil {

@@ -18,8 +18,14 @@
 //	    - parallel: [npm run build, npm run lint]
 //	  scripts: {test: npm test}
 //	  instructions: Keep changes small.
+//	  skills:
+//	    - {git: https://github.com/acme/skills.git}
+//	  mcpServers:
+//	    - {name: docs, url: "https://docs.example/mcp", headers: {Authorization: "Bearer ${secret:DOCS_TOKEN}"}}
+//	    - {name: fs, command: npx, args: [-y, fs-mcp]}
 //	  secrets:
 //	    GITHUB_TOKEN: {env: GITHUB_TOKEN}
+//	    DOCS_TOKEN: {env: DOCS_TOKEN}
 //	policy:
 //	  commands: {allow: [npm test], deny: ["rm -rf *"]}
 //	  network: allow
@@ -91,7 +97,21 @@ type Workspace struct {
 	Scripts      map[string]string `yaml:"scripts"`
 	Instructions string            `yaml:"instructions"`
 	Skills       []Skill           `yaml:"skills"`
+	MCPServers   []MCPServer       `yaml:"mcpServers"`
 	Secrets      map[string]Secret `yaml:"secrets"`
+}
+
+// MCPServer is an MCP server given to every run's agent (see
+// sandbox.MCPServer): a url (type http or sse) or a command (stdio).
+// Header and env values may name secrets as ${secret:NAME}.
+type MCPServer struct {
+	Name    string            `yaml:"name"`
+	Type    string            `yaml:"type"`
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"`
 }
 
 // Source is the workspace source.

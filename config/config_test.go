@@ -157,3 +157,41 @@ func TestLoadRelativePaths(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+func TestMCPServers(t *testing.T) {
+	const doc = `workspace:
+  mcpServers:
+    - {name: docs, url: "https://docs.example/mcp", headers: {Authorization: "Bearer ${secret:DOCS}"}}
+    - {name: fs, command: npx, args: [-y, fs-mcp], env: {ROOT: /workspace}}
+  secrets:
+    DOCS: {env: CORRAL_T_DOCS}
+`
+	getenv := func(k string) (string, bool) { return "d0cs", k == "CORRAL_T_DOCS" }
+	f, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := f.Definition(config.BuildOptions{Getenv: getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := def.Workspace.MCPServers
+	if len(got) != 2 || got[0].Headers["Authorization"] != "Bearer ${secret:DOCS}" || got[1].Command != "npx" || got[1].Env["ROOT"] != "/workspace" {
+		t.Errorf("servers = %+v", got)
+	}
+	for name, bad := range map[string]string{
+		"UnknownSecret": "workspace:\n  mcpServers:\n    - {name: a, url: http://h, headers: {X: \"${secret:NOPE}\"}}\n",
+		"UnknownKey":    "workspace:\n  mcpServers:\n    - {name: a, url: http://h, token: x}\n",
+		"NoTransport":   "workspace:\n  mcpServers:\n    - {name: a}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, err := config.Parse([]byte(bad))
+			if err == nil {
+				_, err = f.Definition(config.BuildOptions{Getenv: getenv})
+			}
+			if err == nil || !strings.Contains(err.Error(), "mcpServers") && !strings.Contains(err.Error(), `"token"`) {
+				t.Errorf("err = %v", err)
+			}
+		})
+	}
+}

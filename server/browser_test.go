@@ -258,6 +258,9 @@ func TestWebPageInBrowser(t *testing.T) {
 	if err := waitJS(ctx, `document.getElementById('status').textContent === 'completed'`, 30*time.Second); err != nil {
 		t.Fatalf("the second run is %q on the page, want completed: %v\n%s", eval(`document.getElementById('status').textContent`), err, outText())
 	}
+	if msg := eval(`document.getElementById('msg').textContent`); strings.Contains(msg, "cancel") {
+		t.Errorf("opening another run keeps the first run's message %q", msg)
+	}
 	if n := checkShown(t, outText()); n != 40 {
 		t.Fatalf("the page shows %d lines of the second run, want 40", n)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/provider/docker"
+	"github.com/d10ffeed/corral/sandbox"
 	"github.com/spf13/cobra"
 )
 
@@ -47,6 +48,26 @@ func (f *dockerFlags) open(ctx context.Context) (*docker.Provider, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// withSandbox resumes sandbox id, runs do on it and prints what it
+// returns.
+func (f *dockerFlags) withSandbox(cmd *cobra.Command, id string, do func(sandbox.Handle) (string, error)) error {
+	p, err := f.open(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	h, err := p.Resume(cmd.Context(), id)
+	if err != nil {
+		return err
+	}
+	out, err := do(h)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), out)
+	return nil
 }
 
 func newSandboxLsCmd() *cobra.Command {
@@ -131,21 +152,10 @@ func newSandboxSnapshotCmd() *cobra.Command {
 		Short: "Snapshot a sandbox into a local image; prints the snapshot id",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := df.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			h, err := p.Resume(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			snap, err := h.Snapshot(cmd.Context(), label)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), snap.ID)
-			return nil
+			return df.withSandbox(cmd, args[0], func(h sandbox.Handle) (string, error) {
+				snap, err := h.Snapshot(cmd.Context(), label)
+				return snap.ID, err
+			})
 		},
 	}
 	df.register(cmd)
@@ -160,21 +170,13 @@ func newSandboxForkCmd() *cobra.Command {
 		Short: "Fork a sandbox into an independent copy; prints the fork's id",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := df.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			h, err := p.Resume(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			f, err := h.Fork(cmd.Context())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), f.ID())
-			return nil
+			return df.withSandbox(cmd, args[0], func(h sandbox.Handle) (string, error) {
+				f, err := h.Fork(cmd.Context())
+				if err != nil {
+					return "", err
+				}
+				return f.ID(), nil
+			})
 		},
 	}
 	df.register(cmd)

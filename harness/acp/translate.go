@@ -63,8 +63,7 @@ type translator struct {
 	run harness.Run
 	ids event.IDs
 
-	text      string // the open text message's id
-	reasoning string // the open reasoning block's id
+	blocks event.Blocks // the open text message and reasoning
 
 	tools     map[string]*toolState
 	order     []string // tool call ids, in the order they opened
@@ -80,8 +79,10 @@ type translator struct {
 }
 
 func newTranslator(run harness.Run) *translator {
-	return &translator{run: run, ids: event.IDs{RunID: run.RunID},
+	t := &translator{run: run, ids: event.IDs{RunID: run.RunID},
 		tools: map[string]*toolState{}, terminals: map[string]string{}, approvals: map[string]bool{}}
+	t.blocks.IDs = &t.ids
+	return t
 }
 
 func (t *translator) Begin() []event.Event {
@@ -202,49 +203,13 @@ func (t *translator) message(c acpsdk.ContentBlock) []event.Event {
 		}
 		return append(t.closeBlocks(), event.Event{Type: event.Custom, Name: EventMessageContent, Value: b})
 	}
-	if c.Text.Text == "" {
-		return nil
-	}
-	var out []event.Event
-	out = append(out, t.closeReasoning()...)
-	if t.text == "" {
-		t.text = t.ids.Next("msg")
-		out = append(out, event.Event{Type: event.TextMessageStart, MessageID: t.text, Role: "assistant"})
-	}
-	return append(out, event.Event{Type: event.TextMessageContent, MessageID: t.text, Delta: c.Text.Text})
+	return t.blocks.Text(c.Text.Text)
 }
 
-func (t *translator) thought(text string) []event.Event {
-	var out []event.Event
-	out = append(out, t.closeText()...)
-	if t.reasoning == "" {
-		t.reasoning = t.ids.Next("reasoning")
-		out = append(out, event.Event{Type: event.ReasoningStart, MessageID: t.reasoning})
-	}
-	return append(out, event.Event{Type: event.ReasoningContent, MessageID: t.reasoning, Delta: text})
-}
-
-func (t *translator) closeText() []event.Event {
-	if t.text == "" {
-		return nil
-	}
-	id := t.text
-	t.text = ""
-	return []event.Event{{Type: event.TextMessageEnd, MessageID: id}}
-}
-
-func (t *translator) closeReasoning() []event.Event {
-	if t.reasoning == "" {
-		return nil
-	}
-	id := t.reasoning
-	t.reasoning = ""
-	return []event.Event{{Type: event.ReasoningEnd, MessageID: id}}
-}
-
-func (t *translator) closeBlocks() []event.Event {
-	return append(t.closeText(), t.closeReasoning()...)
-}
+func (t *translator) thought(text string) []event.Event { return t.blocks.Reasoning(text) }
+func (t *translator) closeText() []event.Event          { return t.blocks.CloseText() }
+func (t *translator) closeReasoning() []event.Event     { return t.blocks.CloseReasoning() }
+func (t *translator) closeBlocks() []event.Event        { return t.blocks.Close() }
 
 // toolUpdate applies a tool_call, tool_call_update or a permission's tool
 // call. The call opens (START) the first time its id is seen, its ARGS and

@@ -63,10 +63,10 @@ type translator struct {
 	run harness.Run
 	ids event.IDs
 
-	text, reasoning string
-	tools           map[string]*tool
-	order           []string
-	legacyText      map[string]string // item id → its text already sent
+	blocks     event.Blocks // the open text message and reasoning
+	tools      map[string]*tool
+	order      []string
+	legacyText map[string]string // item id → its text already sent
 
 	session    string
 	ended      bool
@@ -76,7 +76,9 @@ type translator struct {
 }
 
 func newTranslator(run harness.Run) *translator {
-	return &translator{run: run, ids: event.IDs{RunID: run.RunID}, tools: map[string]*tool{}, legacyText: map[string]string{}}
+	t := &translator{run: run, ids: event.IDs{RunID: run.RunID}, tools: map[string]*tool{}, legacyText: map[string]string{}}
+	t.blocks.IDs = &t.ids
+	return t
 }
 
 func (t *translator) Begin() []event.Event {
@@ -174,46 +176,11 @@ func (t *translator) legacyItem(l line) []event.Event {
 	return nil
 }
 
-func (t *translator) textDelta(s string) []event.Event {
-	if s == "" {
-		return nil
-	}
-	out := t.closeReasoning()
-	if t.text == "" {
-		t.text = t.ids.Next("msg")
-		out = append(out, event.Event{Type: event.TextMessageStart, MessageID: t.text, Role: "assistant"})
-	}
-	return append(out, event.Event{Type: event.TextMessageContent, MessageID: t.text, Delta: s})
-}
-
-func (t *translator) thought(s string) []event.Event {
-	out := t.closeText()
-	if t.reasoning == "" {
-		t.reasoning = t.ids.Next("reasoning")
-		out = append(out, event.Event{Type: event.ReasoningStart, MessageID: t.reasoning})
-	}
-	return append(out, event.Event{Type: event.ReasoningContent, MessageID: t.reasoning, Delta: s})
-}
-
-func (t *translator) closeText() []event.Event {
-	if t.text == "" {
-		return nil
-	}
-	id := t.text
-	t.text = ""
-	return []event.Event{{Type: event.TextMessageEnd, MessageID: id}}
-}
-
-func (t *translator) closeReasoning() []event.Event {
-	if t.reasoning == "" {
-		return nil
-	}
-	id := t.reasoning
-	t.reasoning = ""
-	return []event.Event{{Type: event.ReasoningEnd, MessageID: id}}
-}
-
-func (t *translator) closeBlocks() []event.Event { return append(t.closeText(), t.closeReasoning()...) }
+func (t *translator) textDelta(s string) []event.Event { return t.blocks.Text(s) }
+func (t *translator) thought(s string) []event.Event   { return t.blocks.Reasoning(s) }
+func (t *translator) closeText() []event.Event         { return t.blocks.CloseText() }
+func (t *translator) closeReasoning() []event.Event    { return t.blocks.CloseReasoning() }
+func (t *translator) closeBlocks() []event.Event       { return t.blocks.Close() }
 
 // tool applies a tool_call or tool_call_update: START when the id is new
 // (named by Grok's tool name, else its kind), ARGS and END once the input

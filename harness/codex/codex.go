@@ -6,7 +6,10 @@
 //
 //	codex exec --json --skip-git-repo-check -s MODE -c approval_policy="never"
 //	      [-c sandbox_workspace_write.network_access=BOOL] [-m MODEL]
-//	      [-c model_reasoning_effort="E"] [Request.Args...] [resume ID] -
+//	      [-c model_reasoning_effort="E"] [-c mcp_servers.NAME.KEY=VALUE...]
+//	      [Request.Args...] [resume ID] -
+//
+// The mcp_servers overrides come with host auth only (see below).
 //
 // The trailing "-" makes codex read the prompt from stdin; the prompt is
 // never in argv. Resume uses Request.Session (the thread id of the thread's
@@ -19,15 +22,53 @@
 // With harness.AuthAPIKey (the default) the key comes from the workspace
 // secret OPENAI_API_KEY, or else CODEX_API_KEY, and reaches codex only
 // through its environment (CODEX_API_KEY). CODEX_HOME is a per-run
-// directory under Request.RunDir holding config.toml (no secret in it) and,
-// when the policy has command rules, rules/corral.rules. Its sessions
-// directory is a link to a directory that outlives the run (option
-// "sessionsDir", default $HOME/.corral/codex/sessions in the sandbox), so
-// the next run can resume the thread.
+// directory under Request.RunDir holding config.toml (no secret in it),
+// the workspace's skills (links in skills/) and, when the policy has
+// command rules, rules/corral.rules. Its sessions directory is a link to a
+// directory that outlives the run (option "sessionsDir", default
+// $HOME/.corral/codex/sessions in the sandbox), so the next run can resume
+// the thread.
 //
 // With harness.AuthHost codex uses its own login (CODEX_HOME untouched, by
 // default ~/.codex) and runs under `env -u OPENAI_API_KEY -u CODEX_API_KEY`
 // so no key in the environment overrides that login.
+//
+// # Workspace projection: skills and MCP servers
+//
+// Every run gets the workspace's skills and MCP servers (Request.SkillRoots
+// and Request.MCPServers), for that run only.
+//
+// Skills: with api-key auth, each skill directory found under the skill
+// roots (harness.FindSkills) is linked into the per-run CODEX_HOME/skills,
+// where codex reads a user's skills; the model sees its name, description
+// and path. With host auth skills are NOT projected: codex reads skills
+// only from CODEX_HOME/skills, ~/.agents/skills and the repository's
+// .agents/skills, the first two are the user's own and the third is in the
+// workspace, and codex 0.171 has no setting that adds a skill directory
+// for one run (skills.config only toggles skills it found).
+//
+// MCP servers, both auth modes: [mcp_servers.NAME] tables, in the per-run
+// config.toml with api-key auth, as `-c mcp_servers.NAME.KEY=VALUE`
+// overrides with host auth (merged over the user's own configuration; a
+// server of the same name there keeps the keys corral does not set).
+// Neither carries a secret value:
+//
+//   - stdio: command, args, literal env values in env; an env value that
+//     names a secret is set, under the same name, in codex's own
+//     environment and listed in env_vars, which codex forwards to the
+//     server (it passes servers no other variable of its own). Two
+//     servers needing one name with different values, a name that differs
+//     from the run's Env, or CODEX_HOME, CODEX_API_KEY or OPENAI_API_KEY
+//     is InvalidArgument.
+//   - http: url, literal headers in http_headers; a header value that
+//     names a secret goes, expanded, into a fresh variable
+//     (CORRAL_MCP_SECRET_0, ...) named in env_http_headers.
+//   - sse: FailedPrecondition, naming the server: codex speaks only stdio
+//     and streamable http.
+//
+// Servers are validated first (sandbox.ValidateMCPServers:
+// InvalidArgument, never quoting a secret value). codex namespaces a
+// server's tools as mcp__NAME.
 //
 // # Options
 //
@@ -173,10 +214,20 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	if e := opts[OptReasoningEffort]; e != "" {
 		args = append(args, "-c", "model_reasoning_effort="+tomlString(e))
 	}
+	mcp, err := planMCP(req)
+	if err != nil {
+		return harness.Invocation{}, err
+	}
+	if auth == harness.AuthHost {
+		args = append(args, mcp.overrides()...)
+	}
 	args = append(args, req.Args...)
 
-	env := make(map[string]string, len(req.Env)+2)
+	env := make(map[string]string, len(req.Env)+len(mcp.env)+2)
 	for k, v := range req.Env {
+		env[k] = v
+	}
+	for k, v := range mcp.env {
 		env[k] = v
 	}
 	home := ""
@@ -196,13 +247,16 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "no absolute run directory for CODEX_HOME")
 		}
 		home = path.Join(req.RunDir, "codex-home")
-		if err := harness.WriteFile(ctx, h, path.Join(home, "config.toml"), configTOML(baseURL), "600"); err != nil {
+		if err := harness.WriteFile(ctx, h, path.Join(home, "config.toml"), configTOML(baseURL, mcp), "600"); err != nil {
 			return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
 		}
 		if len(plan.rules) > 0 {
 			if err := harness.WriteFile(ctx, h, path.Join(home, "rules", "corral.rules"), rulesFile(plan.rules), "600"); err != nil {
 				return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
 			}
+		}
+		if err := linkSkills(ctx, h, req, home); err != nil {
+			return harness.Invocation{}, err
 		}
 		env["CODEX_HOME"] = home
 		env["CODEX_API_KEY"] = key
@@ -277,8 +331,9 @@ func setupSessions(ctx context.Context, h sandbox.Handle, req harness.Request, h
 }
 
 // configTOML is the per-run config.toml. It holds no secret: the key is
-// read from CODEX_API_KEY.
-func configTOML(baseURL string) []byte {
+// read from CODEX_API_KEY, the MCP servers' secret values from the
+// variables they name.
+func configTOML(baseURL string, mcp mcpPlan) []byte {
 	var b bytes.Buffer
 	b.WriteString("# Written by corral for one run. No secret here: the key is in the environment.\n")
 	if baseURL != "" {
@@ -286,6 +341,7 @@ func configTOML(baseURL string) []byte {
 		b.WriteString("base_url = " + tomlString(baseURL) + "\n")
 		b.WriteString("env_key = \"CODEX_API_KEY\"\nwire_api = \"responses\"\n")
 	}
+	b.Write(mcp.toml())
 	return b.Bytes()
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pelletier/go-toml/v2"
 
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/provider/local"
@@ -274,5 +277,209 @@ func TestPlanPolicy(t *testing.T) {
 	// The sandbox option applies only where the policy lets the agent write.
 	if plan := planPolicy(&sandbox.Policy{FileWrite: sandbox.Deny}, nil, SandboxFullAccess); plan.sandbox != SandboxReadOnly {
 		t.Errorf("sandbox %s", plan.sandbox)
+	}
+}
+
+const (
+	mcpToken  = "mcp-token-secret-51c0"
+	mcpHeader = "hdr-secret-value-a9e3"
+)
+
+// mcpRequest is baseRequest with secrets for MCP servers.
+func mcpRequest(t *testing.T, servers ...sandbox.MCPServer) harness.Request {
+	t.Helper()
+	req := baseRequest(t)
+	secrets, err := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": testKey, "TOKEN": mcpToken, "HDR": mcpHeader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Secrets = secrets
+	req.MCPServers = servers
+	return req
+}
+
+var (
+	stdioServer = sandbox.MCPServer{Name: "probe", Command: "node", Args: []string{"/srv/stub.js", "probe"},
+		Env: map[string]string{"PROBE_TOKEN": "${secret:TOKEN}", "MODE": "test"}}
+	httpServer = sandbox.MCPServer{Name: "remote_1", URL: "https://mcp.example/api",
+		Headers: map[string]string{"Authorization": "Bearer ${secret:HDR}", "X.Trace": "on"}}
+)
+
+func TestPrepareMCP(t *testing.T) {
+	h, ctx := newHandle(t)
+	// What codex must end up with, whichever way it is passed.
+	wantServers := map[string]any{
+		"probe": map[string]any{"command": "node", "args": []any{"/srv/stub.js", "probe"},
+			"env": map[string]any{"MODE": "test"}, "env_vars": []any{"PROBE_TOKEN"}},
+		"remote_1": map[string]any{"url": "https://mcp.example/api",
+			"http_headers": map[string]any{"X.Trace": "on"}, "env_http_headers": map[string]any{"Authorization": "CORRAL_MCP_SECRET_0"}},
+	}
+	wantEnv := map[string]string{"PROBE_TOKEN": mcpToken, "CORRAL_MCP_SECRET_0": "Bearer " + mcpHeader}
+	for _, auth := range []harness.Auth{harness.AuthAPIKey, harness.AuthHost} {
+		t.Run(string(auth), func(t *testing.T) {
+			req := mcpRequest(t, stdioServer, httpServer)
+			req.Auth = auth
+			req.Env = map[string]string{"HOME": t.TempDir()}
+			inv, err := Harness{}.Prepare(ctx, h, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			argv := strings.Join(inv.Command.Args, "\n")
+			for _, secret := range []string{mcpToken, mcpHeader, testKey} {
+				if strings.Contains(argv, secret) {
+					t.Errorf("a secret is in argv: %q", inv.Command.Args)
+				}
+			}
+			for k, v := range wantEnv {
+				if inv.Command.Env[k] != v {
+					t.Errorf("env %s does not carry the secret-bearing value", k)
+				}
+			}
+			// The overrides (host auth) or config.toml (api-key auth), read
+			// as codex reads them.
+			var got map[string]any
+			overrides := 0
+			cfgDoc := ""
+			for i, a := range inv.Command.Args {
+				if i > 0 && inv.Command.Args[i-1] == "-c" && strings.HasPrefix(a, "mcp_servers.") {
+					overrides++
+					cfgDoc += a[:strings.Index(a, "=")] + " = " + a[strings.Index(a, "=")+1:] + "\n"
+				}
+			}
+			cfgPath := filepath.Join(req.RunDir, "codex-home", "config.toml")
+			if auth == harness.AuthAPIKey {
+				if overrides != 0 {
+					t.Errorf("api-key auth passes MCP servers in argv: %q", inv.Command.Args)
+				}
+				b, err := os.ReadFile(cfgPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfgDoc = string(b)
+			} else {
+				if overrides != 7 {
+					t.Errorf("%d -c mcp_servers overrides, want 7: %q", overrides, inv.Command.Args)
+				}
+				if _, err := os.Stat(req.RunDir); !os.IsNotExist(err) {
+					t.Error("host auth wrote a run directory")
+				}
+			}
+			for _, secret := range []string{mcpToken, mcpHeader, testKey} {
+				if strings.Contains(cfgDoc, secret) {
+					t.Errorf("a secret is in the configuration:\n%s", cfgDoc)
+				}
+			}
+			if err := toml.Unmarshal([]byte(cfgDoc), &got); err != nil {
+				t.Fatalf("configuration is not TOML: %v\n%s", err, cfgDoc)
+			}
+			if !reflect.DeepEqual(got["mcp_servers"], any(wantServers)) {
+				t.Errorf("mcp_servers\n got %#v\nwant %#v\nfrom:\n%s", got["mcp_servers"], wantServers, cfgDoc)
+			}
+		})
+	}
+}
+
+func TestPrepareMCPErrors(t *testing.T) {
+	h, ctx := newHandle(t)
+	other := stdioServer
+	other.Name = "other"
+	other.Env = map[string]string{"PROBE_TOKEN": "${secret:HDR}"}
+	same := stdioServer
+	same.Name = "same"
+	for _, c := range []struct {
+		name    string
+		servers []sandbox.MCPServer
+		env     map[string]string
+		code    sandbox.Code
+		says    string
+	}{
+		{"sse", []sandbox.MCPServer{{Name: "events", Type: sandbox.MCPSSE, URL: "https://x/sse"}}, nil, sandbox.FailedPrecondition, `"events"`},
+		{"env clash", []sandbox.MCPServer{stdioServer, other}, nil, sandbox.InvalidArgument, "PROBE_TOKEN"},
+		{"clash with the run's env", []sandbox.MCPServer{stdioServer}, map[string]string{"PROBE_TOKEN": "x"}, sandbox.InvalidArgument, "PROBE_TOKEN"},
+		{"reserved env", []sandbox.MCPServer{{Name: "k", Command: "x", Env: map[string]string{"CODEX_API_KEY": "${secret:TOKEN}"}}}, nil, sandbox.InvalidArgument, "CODEX_API_KEY"},
+		{"unknown secret", []sandbox.MCPServer{{Name: "u", Command: "x", Env: map[string]string{"A": "${secret:NOPE}"}}}, nil, sandbox.InvalidArgument, "NOPE"},
+		{"secret in args", []sandbox.MCPServer{{Name: "a", Command: "x", Args: []string{"${secret:TOKEN}"}}}, nil, sandbox.InvalidArgument, ""},
+		{"bad name", []sandbox.MCPServer{{Name: "a.b", Command: "x"}}, nil, sandbox.InvalidArgument, ""},
+		{"same value twice is fine", []sandbox.MCPServer{stdioServer, same}, nil, sandbox.OK, ""},
+	} {
+		for _, auth := range []harness.Auth{harness.AuthAPIKey, harness.AuthHost} {
+			t.Run(c.name+"/"+string(auth), func(t *testing.T) {
+				req := mcpRequest(t, c.servers...)
+				req.Auth = auth
+				req.Env = c.env
+				_, err := Harness{}.Prepare(ctx, h, req)
+				if got := sandbox.CodeOf(err); got != c.code {
+					t.Fatalf("code %v (%v), want %v", got, err, c.code)
+				}
+				if err == nil {
+					return
+				}
+				if !strings.Contains(err.Error(), c.says) {
+					t.Errorf("error %q does not say %s", err, c.says)
+				}
+				for _, secret := range []string{mcpToken, mcpHeader, testKey} {
+					if strings.Contains(err.Error(), secret) {
+						t.Errorf("a secret is in the error %q", err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestPrepareSkills(t *testing.T) {
+	h, ctx := newHandle(t)
+	root := h.WorkspaceRoot()
+	for _, d := range []string{"skills/probe", "packs/x/review", "packs/x/node_modules/dep"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, d, "SKILL.md"), []byte("---\nname: s\ndescription: d\n---\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		auth  harness.Auth
+		roots []string
+		want  map[string]string // link name -> workspace dir
+	}{
+		{"api-key", harness.AuthAPIKey, []string{"skills/probe", "packs/x", "missing"}, map[string]string{"probe": "skills/probe", "review": "packs/x/review"}},
+		{"api-key without skills", harness.AuthAPIKey, nil, nil},
+		{"host", harness.AuthHost, []string{"skills/probe"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := baseRequest(t)
+			req.Auth = c.auth
+			req.Env = map[string]string{"HOME": t.TempDir()}
+			req.SkillRoots = c.roots
+			req.WorkspaceRoot = root
+			if _, err := (Harness{}).Prepare(ctx, h, req); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(req.RunDir, "codex-home", "skills")
+			entries, _ := os.ReadDir(dir)
+			got := map[string]string{}
+			for _, e := range entries {
+				dst, err := os.Readlink(filepath.Join(dir, e.Name()))
+				if err != nil {
+					t.Errorf("%s is not a link: %v", e.Name(), err)
+					continue
+				}
+				rel, _ := filepath.Rel(root, dst)
+				got[e.Name()] = rel
+			}
+			if len(got) != len(c.want) || (len(got) > 0 && !reflect.DeepEqual(got, c.want)) {
+				t.Errorf("skill links %v, want %v", got, c.want)
+			}
+			if c.auth == harness.AuthHost {
+				if _, err := os.Stat(req.RunDir); !os.IsNotExist(err) {
+					t.Error("host auth wrote a run directory")
+				}
+				if entries, _ := os.ReadDir(req.Env["HOME"]); len(entries) > 0 {
+					t.Errorf("host auth wrote into HOME: %v", entries)
+				}
+			}
+		})
 	}
 }

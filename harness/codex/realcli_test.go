@@ -3,7 +3,10 @@ package codex_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/codex"
 	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/internal/mcpstub"
 	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
@@ -181,4 +185,215 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestRealCodexProjection runs the real codex with a workspace skill and a
+// stdio MCP server whose environment names a secret, under both auth
+// modes, and checks from the model's request what codex saw: the skill's
+// description (api-key auth only: host auth keeps the user's CODEX_HOME,
+// so no skill is projected), the server's tool, and in its description the
+// digest of the secret the server found in its environment, while the
+// secret itself shows up nowhere else.
+func TestRealCodexProjection(t *testing.T) {
+	bin := agentBin(t, "codex")
+	if _, err := exec.LookPath("node"); err != nil {
+		testutil.Unavailable(t, "node is not installed (the MCP stub needs it)")
+	}
+	for _, auth := range []harness.Auth{harness.AuthAPIKey, harness.AuthHost} {
+		t.Run(string(auth), func(t *testing.T) { testRealProjection(t, bin, auth) })
+	}
+}
+
+func testRealProjection(t *testing.T, bin string, auth harness.Auth) {
+	const (
+		token  = "probe-token-secret-93be1d"
+		marker = "corral-skill-marker-5e0a7c"
+	)
+	srv := fakemodel.New(t, fakemodel.Say("done"))
+	base := t.TempDir()
+	p, err := local.New(local.Options{BaseDir: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": canaryKey, "PROBE_TOKEN": token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := &sandbox.Definition{ID: "d", Provider: p, Workspace: &sandbox.Workspace{
+		Source: &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hello\n"})},
+		Skills: []sandbox.Skill{{Path: "skills/probe/SKILL.md", Content: "---\nname: probe\ndescription: " + marker + "\n---\n\nSay probe.\n"}},
+		MCPServers: []sandbox.MCPServer{
+			{Name: "probe", Command: "node", Args: []string{mcpstub.Write(t), "probe"},
+				Env: map[string]string{mcpstub.TokenEnv: "${secret:PROBE_TOKEN}", "CORRAL_PROBE_MODE": "plain"}},
+			{Name: "web", URL: httpMCP(t, "web"), Headers: map[string]string{"Authorization": "Bearer ${secret:PROBE_TOKEN}", "X-Probe": "plain"}},
+		},
+		Secrets: secrets,
+	}}
+	journals := t.TempDir()
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{codex.Harness{}}, run.Options{PollInterval: 50 * time.Millisecond, JournalDir: journals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sessions := t.TempDir()
+	start := run.StartRequest{Definition: "d", Thread: "t", Harness: codex.Name, Prompt: "say done", Model: fakemodel.ModelID, Auth: auth,
+		Options: map[string]string{codex.OptExecutable: bin}}
+	var userConfig []byte
+	if auth == harness.AuthAPIKey {
+		start.Options[codex.OptBaseURL] = srv.OpenAIURL()
+		start.Options[codex.OptSessionsDir] = sessions
+	} else {
+		// The "user's own" codex home: a provider for the fake model whose
+		// key is in a variable host auth leaves alone.
+		sessions = t.TempDir()
+		userConfig = []byte("model_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"" + srv.OpenAIURL() +
+			"\"\nenv_key = \"CORRAL_FAKE_KEY\"\nwire_api = \"responses\"\n")
+		if err := os.WriteFile(filepath.Join(sessions, "config.toml"), userConfig, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		start.Env = map[string]string{"CODEX_HOME": sessions, "CORRAL_FAKE_KEY": canaryKey}
+	}
+
+	evs := runToEnd(t, ctx, r, start)
+	if last := evs[len(evs)-1]; last.Type != event.RunFinished {
+		t.Fatalf("last event %s %s, want RUN_FINISHED", last.Type, last.Message)
+	}
+	for _, e := range evs {
+		if s := string(e.Marshal()); strings.Contains(s, token) || strings.Contains(s, canaryKey) {
+			t.Fatalf("a secret leaked into an event: %s", s)
+		}
+	}
+	reqs := srv.ModelRequests()
+	if len(reqs) == 0 {
+		t.Fatal("no model request")
+	}
+	body := string(reqs[0].Body)
+	if os.Getenv("CORRAL_DUMP_REQUEST") != "" {
+		t.Logf("first model request: %s", body)
+	}
+	// The skill is listed with its description (api-key auth only).
+	if got, want := strings.Contains(body, marker), auth == harness.AuthAPIKey; got != want {
+		t.Errorf("the model request lists the workspace skill: %v, want %v", got, want)
+	}
+	// The tool is offered (codex puts it in a namespace mcp__probe) and its
+	// description carries the digest of the token the server got.
+	var offered struct{ Tools []json.RawMessage }
+	if err := json.Unmarshal(reqs[0].Body, &offered); err != nil {
+		t.Fatal(err)
+	}
+	if desc, ok := findTool(offered.Tools, mcpstub.ToolName("probe")); !ok {
+		t.Errorf("the model request does not offer the MCP tool %s", mcpstub.ToolName("probe"))
+	} else if !strings.Contains(desc, mcpstub.Digest(token)) {
+		t.Errorf("the MCP tool's description %q lacks the token digest %s (the server did not get the secret)", desc, mcpstub.Digest(token))
+	}
+	// The remote server got the secret header (and the plain one).
+	if desc, ok := findTool(offered.Tools, mcpstub.ToolName("web")); !ok {
+		t.Errorf("the model request does not offer the MCP tool %s", mcpstub.ToolName("web"))
+	} else if want := mcpstub.Digest("Bearer "+token) + " plain"; !strings.Contains(desc, want) {
+		t.Errorf("the remote MCP tool's description %q lacks %q (the server did not get the headers)", desc, want)
+	}
+	for _, req := range srv.Requests() {
+		if strings.Contains(string(req.Body), token) {
+			t.Errorf("the token is in a request to the model (%s)", req.Path)
+		}
+	}
+	// No file in the sandbox, the journals or codex's home and sessions
+	// holds the token, and the run's private directory is gone.
+	for _, dir := range []string{base, journals, sessions} {
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), token) {
+				t.Errorf("the token is in %s", p)
+			}
+			return nil
+		})
+	}
+	if left, _ := filepath.Glob(filepath.Join(journals, "*.d")); len(left) > 0 {
+		t.Errorf("run directories left after the run: %q", left)
+	}
+	if auth == harness.AuthHost {
+		if b, err := os.ReadFile(filepath.Join(sessions, "config.toml")); err != nil || string(b) != string(userConfig) {
+			t.Errorf("host auth changed the user's config.toml (%v):\n%s", err, b)
+		}
+		if _, err := os.Lstat(filepath.Join(sessions, "skills", "probe")); !os.IsNotExist(err) {
+			t.Errorf("host auth wrote a skill into the user's CODEX_HOME (%v)", err)
+		}
+	}
+}
+
+// findTool looks for a function tool by name among the request's tools,
+// inside namespaces too, and returns its description.
+func findTool(tools []json.RawMessage, name string) (string, bool) {
+	for _, raw := range tools {
+		var tl struct {
+			Type, Name, Description string
+			Tools                   []json.RawMessage
+		}
+		if json.Unmarshal(raw, &tl) != nil {
+			continue
+		}
+		if tl.Name == name && tl.Type == "function" {
+			return tl.Description, true
+		}
+		if d, ok := findTool(tl.Tools, name); ok {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// httpMCP serves a minimal streamable-HTTP MCP server (JSON replies, no
+// sessions) offering the tool mcpstub.ToolName(name), whose description
+// carries the digest of the Authorization header of the request that
+// listed it and the X-Probe header.
+func httpMCP(t *testing.T, name string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"params"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if len(req.ID) == 0 { // a notification
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		var result any
+		switch req.Method {
+		case "initialize":
+			v := req.Params.ProtocolVersion
+			if v == "" {
+				v = "2025-06-18"
+			}
+			result = map[string]any{"protocolVersion": v, "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "corral-web-probe", "version": "1.0.0"}}
+		case "tools/list":
+			result = map[string]any{"tools": []any{map[string]any{
+				"name":        mcpstub.ToolName(name),
+				"description": "corral probe tool; header digest " + mcpstub.Digest(r.Header.Get("Authorization")) + " " + r.Header.Get("X-Probe"),
+				"inputSchema": map[string]any{"type": "object", "properties": map[string]any{}},
+			}}}
+		default:
+			result = map[string]any{}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
 }

@@ -42,6 +42,33 @@
 // the provider key variables in ProviderKeyEnv are removed (`env -u`) so
 // OpenCode uses its own stored login.
 //
+// # Workspace projection
+//
+// Every run projects the workspace's skills and MCP servers into its
+// opencode.json; nothing is written into the workspace.
+//
+//   - Skills: "skills": {"paths": [...]} lists the absolute skill
+//     directories harness.FindSkills finds under Request.SkillRoots.
+//     OpenCode scans each for **/SKILL.md and lists the skills (frontmatter
+//     name and description) in its system prompt, for its skill tool.
+//   - MCP servers: "mcp": {NAME: {...}}, checked first with
+//     sandbox.ValidateMCPServers. A stdio server is {"type": "local",
+//     "command": [command, args...], "environment": env}; an http or sse
+//     server is {"type": "remote", "url", "headers"} (OpenCode tries
+//     streamable HTTP, then SSE); all are "enabled". OpenCode names their
+//     tools SERVER_TOOL.
+//   - A header or environment value that names a secret (${secret:NAME})
+//     moves whole into a variable CORRAL_MCP_SECRET_<n> of OpenCode's
+//     environment and is written as "{env:CORRAL_MCP_SECRET_<n>}". OpenCode
+//     pastes {env:...} into the file's JSON text before parsing it, so the
+//     variable holds the value JSON-escaped (a quote or backslash would
+//     otherwise break the file). No secret is in the file or argv.
+//
+// The project's own configuration (its opencode.json, .opencode/) loads
+// after OPENCODE_CONFIG: a server of the same name there is merged over
+// ours, and a skills.paths of its own replaces ours (the workspace's skills
+// are then not listed). Its .opencode/skills are found as usual.
+//
 // Resume passes Request.Session to -s; OpenCode keeps sessions in its data
 // directory ($XDG_DATA_HOME/opencode) in the sandbox. A session that is
 // gone fails the run ("Session not found"); there is no fresh-session
@@ -174,8 +201,15 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		env["OPENCODE_DISABLE_MODELS_FETCH"] = "1" // the provider is ours: no model catalogue needed
 		model = providerID + "/" + name
 	}
+	proj, err := project(ctx, h, req)
+	if err != nil {
+		return harness.Invocation{}, err
+	}
+	for k, v := range proj.env {
+		env[k] = v
+	}
 	cfg := path.Join(req.RunDir, "opencode.json")
-	if err := harness.WriteFile(ctx, h, cfg, configJSON(baseURL, name, opts[OptAPIKeySecret]), "600"); err != nil {
+	if err := harness.WriteFile(ctx, h, cfg, configJSON(baseURL, name, opts[OptAPIKeySecret], proj), "600"); err != nil {
 		return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
 	}
 	env["OPENCODE_CONFIG"] = cfg
@@ -216,10 +250,16 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	return harness.Invocation{Command: cmd, Stdin: []byte(req.Prompt)}, nil
 }
 
-// configJSON is the per-run opencode.json. It holds no secret: the key is
-// referenced as {env:NAME}.
-func configJSON(baseURL, model, secret string) []byte {
+// configJSON is the per-run opencode.json. It holds no secret: the key and
+// the MCP servers' secret values are referenced as {env:NAME}.
+func configJSON(baseURL, model, secret string, proj projection) []byte {
 	cfg := map[string]any{"autoupdate": false, "share": "disabled"}
+	if len(proj.skillPaths) > 0 {
+		cfg["skills"] = map[string]any{"paths": proj.skillPaths}
+	}
+	if len(proj.mcp) > 0 {
+		cfg["mcp"] = proj.mcp
+	}
 	if baseURL != "" {
 		if secret == "" {
 			secret = DefaultAPIKeySecret

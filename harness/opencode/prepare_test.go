@@ -205,3 +205,164 @@ func TestPermissionConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestPrepareProjection(t *testing.T) {
+	h, ctx := newHandle(t)
+	const token, quoted = "tok-5f1e0c", `pa"ss\word`
+	for _, f := range []string{"skills/probe/SKILL.md", "pack/a/SKILL.md", "pack/node_modules/x/SKILL.md"} {
+		if err := h.FS().WriteFile(ctx, f, []byte("---\nname: x\ndescription: y\n---\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := h.WorkspaceRoot()
+	type server struct {
+		Type        string            `json:"type"`
+		URL         string            `json:"url"`
+		Command     []string          `json:"command"`
+		Headers     map[string]string `json:"headers"`
+		Environment map[string]string `json:"environment"`
+		Enabled     bool              `json:"enabled"`
+	}
+	for _, c := range []struct {
+		name    string
+		roots   []string
+		servers []sandbox.MCPServer
+		skills  []string          // want skills.paths
+		mcp     map[string]server // want mcp
+		env     map[string]string // want in the environment
+	}{
+		{name: "nothing"},
+		{name: "skills", roots: []string{"skills/probe", "pack", "missing"},
+			skills: []string{root + "/pack/a", root + "/skills/probe"}},
+		{name: "local server",
+			servers: []sandbox.MCPServer{{Name: "probe", Command: "node", Args: []string{"stub.js", "probe"},
+				Env: map[string]string{"TOKEN": "${secret:PROBE_TOKEN}", "PLAIN": "x"}}},
+			mcp: map[string]server{"probe": {Type: "local", Command: []string{"node", "stub.js", "probe"}, Enabled: true,
+				Environment: map[string]string{"PLAIN": "x", "TOKEN": "{env:CORRAL_MCP_SECRET_0}"}}},
+			env: map[string]string{"CORRAL_MCP_SECRET_0": token}},
+		{name: "remote servers",
+			servers: []sandbox.MCPServer{
+				{Name: "web", URL: "https://mcp.example/mcp", Headers: map[string]string{"Authorization": "Bearer ${secret:PROBE_TOKEN}", "X-Plain": "p"}},
+				{Name: "old", Type: "sse", URL: "https://mcp.example/sse", Headers: map[string]string{"X-Key": "${secret:QUOTED}"}},
+			},
+			mcp: map[string]server{
+				"web": {Type: "remote", URL: "https://mcp.example/mcp", Enabled: true,
+					Headers: map[string]string{"Authorization": "{env:CORRAL_MCP_SECRET_0}", "X-Plain": "p"}},
+				"old": {Type: "remote", URL: "https://mcp.example/sse", Enabled: true,
+					Headers: map[string]string{"X-Key": "{env:CORRAL_MCP_SECRET_1}"}},
+			},
+			// JSON-escaped: opencode pastes the value into its JSON text.
+			env: map[string]string{"CORRAL_MCP_SECRET_0": "Bearer " + token, "CORRAL_MCP_SECRET_1": `pa\"ss\\word`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := baseRequest(t)
+			secrets, err := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": testKey, "PROBE_TOKEN": token, "QUOTED": quoted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Secrets, req.WorkspaceRoot, req.SkillRoots, req.MCPServers = secrets, root, c.roots, c.servers
+			inv, err := Harness{}.Prepare(ctx, h, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := os.ReadFile(filepath.Join(req.RunDir, "opencode.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			argv := strings.Join(inv.Command.Args, " ")
+			for _, s := range []string{token, quoted, "pa\\\"ss"} {
+				if strings.Contains(string(raw), s) || strings.Contains(argv, s) {
+					t.Errorf("secret %q in opencode.json or argv:\n%s\n%s", s, raw, argv)
+				}
+			}
+			var cfg struct {
+				Skills *struct {
+					Paths []string `json:"paths"`
+				} `json:"skills"`
+				MCP map[string]server `json:"mcp"`
+			}
+			if err := json.Unmarshal(raw, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			var paths []string
+			if cfg.Skills != nil {
+				paths = cfg.Skills.Paths
+			}
+			if !slices.Equal(paths, c.skills) {
+				t.Errorf("skills.paths %q, want %q", paths, c.skills)
+			}
+			gotMCP, _ := json.Marshal(cfg.MCP)
+			wantMCP, _ := json.Marshal(c.mcp)
+			if len(c.mcp) == 0 {
+				wantMCP = []byte("null")
+			}
+			if string(gotMCP) != string(wantMCP) {
+				t.Errorf("mcp\n got %s\nwant %s", gotMCP, wantMCP)
+			}
+			for k, v := range c.env {
+				if inv.Command.Env[k] != v {
+					t.Errorf("env %s = %q, want %q", k, inv.Command.Env[k], v)
+				}
+			}
+			for k := range inv.Command.Env {
+				if strings.HasPrefix(k, SecretEnvPrefix) && c.env[k] == "" {
+					t.Errorf("unexpected %s in the environment", k)
+				}
+			}
+			// The escaped variable, pasted into the JSON text the way
+			// opencode does, yields the secret itself.
+			if v, ok := inv.Command.Env["CORRAL_MCP_SECRET_1"]; ok {
+				var back string
+				if err := json.Unmarshal([]byte(`"`+v+`"`), &back); err != nil || back != quoted {
+					t.Errorf("CORRAL_MCP_SECRET_1 pasted into JSON reads %q (%v), want %q", back, err, quoted)
+				}
+			}
+		})
+	}
+	// Nothing was written into the workspace but the skills.
+	var got []string
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			got = append(got, strings.TrimPrefix(p, root+"/"))
+		}
+		return nil
+	})
+	slices.Sort(got)
+	if want := []string{"pack/a/SKILL.md", "pack/node_modules/x/SKILL.md", "skills/probe/SKILL.md"}; !slices.Equal(got, want) {
+		t.Errorf("workspace files %q, want %q", got, want)
+	}
+}
+
+func TestPrepareMCPErrors(t *testing.T) {
+	h, ctx := newHandle(t)
+	const token = "tok-never-in-errors"
+	for _, c := range []struct {
+		name   string
+		server sandbox.MCPServer
+	}{
+		{"bad name", sandbox.MCPServer{Name: "a b", Command: "x", Env: map[string]string{"T": "${secret:PROBE_TOKEN}"}}},
+		{"unknown secret", sandbox.MCPServer{Name: "a", URL: "https://x", Headers: map[string]string{"H": "${secret:NOPE}"}}},
+		{"secret in args", sandbox.MCPServer{Name: "a", Command: "x", Args: []string{"${secret:PROBE_TOKEN}"}}},
+		{"url and command", sandbox.MCPServer{Name: "a", Command: "x", URL: "https://x"}},
+		{"stdio with a url", sandbox.MCPServer{Name: "a", Type: "stdio", URL: "https://x"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := baseRequest(t)
+			secrets, err := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": testKey, "PROBE_TOKEN": token})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Secrets, req.MCPServers = secrets, []sandbox.MCPServer{c.server}
+			_, err = Harness{}.Prepare(ctx, h, req)
+			if got := sandbox.CodeOf(err); got != sandbox.InvalidArgument {
+				t.Fatalf("code %v (%v), want InvalidArgument", got, err)
+			}
+			if strings.Contains(err.Error(), token) || strings.Contains(err.Error(), testKey) {
+				t.Errorf("the error carries a secret: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(req.RunDir, "opencode.json")); err == nil {
+				t.Error("opencode.json written for an invalid request")
+			}
+		})
+	}
+}

@@ -3,8 +3,10 @@ package opencode_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/opencode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/internal/mcpstub"
 	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
@@ -53,36 +56,54 @@ func xdgEnv(t *testing.T) map[string]string {
 }
 
 type fixture struct {
-	r    *run.Runner
-	srv  *fakemodel.Server
-	opts map[string]string
-	env  map[string]string
+	r        *run.Runner
+	srv      *fakemodel.Server
+	opts     map[string]string
+	env      map[string]string
+	base     string // the local provider's directory (the sandboxes)
+	journals string // the journal directory
 }
 
 func newFixture(t *testing.T, script fakemodel.Script, policy *sandbox.Policy) *fixture {
 	t.Helper()
+	return newWorkspaceFixture(t, script, policy, nil, nil)
+}
+
+// newWorkspaceFixture is newFixture with more secrets, and the workspace
+// edited by ws.
+func newWorkspaceFixture(t *testing.T, script fakemodel.Script, policy *sandbox.Policy, secrets map[string]string, ws func(*sandbox.Workspace)) *fixture {
+	t.Helper()
 	bin := agentBin(t, "opencode")
 	srv := fakemodel.New(t, script)
-	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	base, journals := t.TempDir(), t.TempDir()
+	p, err := local.New(local.Options{BaseDir: base})
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets, err := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": canaryKey})
+	values := map[string]string{"OPENAI_API_KEY": canaryKey}
+	for k, v := range secrets {
+		values[k] = v
+	}
+	sec, err := sandbox.NewSecrets(values)
 	if err != nil {
 		t.Fatal(err)
 	}
 	def := &sandbox.Definition{ID: "d", Provider: p, Policy: policy, Workspace: &sandbox.Workspace{
 		Source:  &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hello\n"})},
-		Secrets: secrets,
+		Secrets: sec,
 	}}
+	if ws != nil {
+		ws(def.Workspace)
+	}
 	st := memstore.New(memstore.Options{})
 	t.Cleanup(func() { st.Close() })
-	r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{opencode.Harness{}}, run.Options{PollInterval: 50 * time.Millisecond})
+	r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{opencode.Harness{}}, run.Options{PollInterval: 50 * time.Millisecond, JournalDir: journals})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	return &fixture{r: r, srv: srv, env: xdgEnv(t), opts: map[string]string{opencode.OptExecutable: bin, opencode.OptBaseURL: srv.OpenAIURL()}}
+	return &fixture{r: r, srv: srv, env: xdgEnv(t), base: base, journals: journals,
+		opts: map[string]string{opencode.OptExecutable: bin, opencode.OptBaseURL: srv.OpenAIURL()}}
 }
 
 func (f *fixture) run(t *testing.T, ctx context.Context, thread, prompt string, opts map[string]string) []event.Event {
@@ -250,4 +271,123 @@ func TestRealOpenCodeDenied(t *testing.T) {
 	if s.last.Type != event.RunFinished || s.text != "not allowed" || len(s.files) != 0 {
 		t.Errorf("last %s text %q files %q", s.last.Type, s.text, s.files)
 	}
+}
+
+// TestRealOpenCodeProjection runs opencode with a workspace skill and a
+// stdio MCP server whose environment names a secret: the model sees the
+// skill and the server's tool, the server got the secret, and the secret
+// is in no request, event or file.
+func TestRealOpenCodeProjection(t *testing.T) {
+	const (
+		// A quote and a backslash: opencode pastes {env:NAME} into its
+		// configuration's JSON text unescaped.
+		token  = `probe-token-"secret\4c27aa`
+		marker = "corral-skill-marker-opencode-d81f3e"
+	)
+	escaped := strings.Trim(jsonText(token), `"`)
+	leaks := func(s string) bool { return strings.Contains(s, token) || strings.Contains(s, escaped) }
+	f := newWorkspaceFixture(t, fakemodel.Say("done"), nil, map[string]string{"PROBE_TOKEN": token}, func(ws *sandbox.Workspace) {
+		ws.Skills = []sandbox.Skill{{Path: "skills/probe/SKILL.md", Content: "---\nname: probe\ndescription: " + marker + "\n---\n\nSay probe.\n"}}
+		ws.MCPServers = []sandbox.MCPServer{{Name: "probe", Command: "node", Args: []string{mcpstub.Write(t), "probe"},
+			Env: map[string]string{mcpstub.TokenEnv: "${secret:PROBE_TOKEN}"}}}
+	})
+	evs := f.run(t, testCtx(t), "t", "say done", nil)
+	s := summarize(t, evs)
+	if s.last.Type != event.RunFinished || s.text != "done" {
+		t.Fatalf("last event %s %s, text %q: want RUN_FINISHED and done", s.last.Type, s.last.Message, s.text)
+	}
+	for _, e := range evs {
+		if leaks(string(e.Marshal())) {
+			t.Errorf("the token leaked into an event: %s", e.Marshal())
+		}
+	}
+	reqs := f.srv.ModelRequests()
+	if len(reqs) == 0 {
+		t.Fatal("no model request")
+	}
+	if os.Getenv("CORRAL_DUMP_REQUEST") != "" {
+		for _, r := range reqs {
+			t.Logf("model request %s: %s", r.Path, r.Body)
+		}
+	}
+	// The turn's request (opencode may also ask for a title first).
+	var body fakemodel.Request
+	for _, r := range reqs {
+		if strings.Contains(string(r.Body), "say done") && strings.Contains(string(r.Body), `"tools"`) {
+			body = r
+		}
+	}
+	if body.Body == nil {
+		t.Fatal("no model request for the turn with tools")
+	}
+	var chat struct {
+		Messages []struct{ Role, Content string }
+		Tools    []struct {
+			Function struct{ Name, Description string }
+		}
+	}
+	if err := json.Unmarshal(body.Body, &chat); err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]string{}
+	for _, tl := range chat.Tools {
+		tools[tl.Function.Name] = tl.Function.Description
+	}
+	// The system prompt lists the workspace skill among the available
+	// skills, with its description (opencode reads skills/ at the
+	// workspace root only because skills.paths names it).
+	var system string
+	for _, m := range chat.Messages {
+		if m.Role == "system" {
+			system += m.Content
+		}
+	}
+	if want := "<name>probe</name>\n    <description>" + marker + "</description>"; !strings.Contains(system, want) {
+		t.Errorf("the system prompt does not list the workspace skill %q", want)
+	}
+	if _, ok := tools["skill"]; !ok {
+		t.Error("the model is not offered the skill tool")
+	}
+	// opencode names an MCP tool SERVER_TOOL; its description carries the
+	// digest of the token the server found in its environment.
+	name := "probe_" + mcpstub.ToolName("probe")
+	if desc, ok := tools[name]; !ok {
+		t.Errorf("the model is not offered the MCP tool %s; tools: %q", name, slices.Sorted(maps.Keys(tools)))
+	} else if !strings.Contains(desc, mcpstub.Digest(token)) {
+		t.Errorf("the MCP tool's description %q lacks the token digest %s (the server did not get the secret)", desc, mcpstub.Digest(token))
+	}
+	for _, r := range f.srv.Requests() {
+		if leaks(string(r.Body)) {
+			t.Errorf("the token is in a request to the model (%s)", r.Path)
+		}
+	}
+	// No file in the sandbox (workspace included), the journals or
+	// opencode's own directories holds the token, and the run's private
+	// directory is gone.
+	dirs := []string{f.base, f.journals}
+	for _, d := range f.env {
+		dirs = append(dirs, d)
+	}
+	for _, dir := range dirs {
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && leaks(string(b)) {
+				t.Errorf("the token is in %s", p)
+			}
+			return nil
+		})
+	}
+	if left, _ := filepath.Glob(filepath.Join(f.journals, "*.d")); len(left) > 0 {
+		t.Errorf("run directories left after the run: %q", left)
+	}
+}
+
+func jsonText(s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

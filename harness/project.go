@@ -145,6 +145,14 @@ done`
 	return nil
 }
 
+// MCPValuePrefix names the environment variables that carry MCP header
+// and env values to an agent (CORRAL_MCP_VALUE_0, …). The name avoids
+// words such as SECRET, TOKEN and KEY on purpose: agent CLIs scrub
+// variables so named from the environments of the processes they start
+// (Claude Code 2.1.332 with CLAUDE_CODE_SUBPROCESS_ENV_SCRUB=1 emptied a
+// CORRAL_MCP_SECRET_0 but passed CORRAL_MCP_VALUE_0).
+const MCPValuePrefix = "CORRAL_MCP_VALUE_"
+
 // SecretEnv moves the secret-bearing values of a run's configuration into
 // the agent's environment, so that configuration files and argv only
 // reference them. The zero value is not usable: see NewSecretEnv.
@@ -156,7 +164,7 @@ type SecretEnv struct {
 }
 
 // NewSecretEnv returns a SecretEnv whose variables are named prefix0,
-// prefix1, … (say "CORRAL_MCP_SECRET_").
+// prefix1, … (say MCPValuePrefix).
 func NewSecretEnv(secrets sandbox.Secrets, prefix string) *SecretEnv {
 	return &SecretEnv{secrets: secrets, prefix: prefix, Env: map[string]string{}}
 }

@@ -94,13 +94,13 @@ func TestFindAndLinkSkills(t *testing.T) {
 
 func TestSecretEnv(t *testing.T) {
 	secrets, _ := sandbox.NewSecrets(map[string]string{"TOK": "t0k"})
-	se := harness.NewSecretEnv(secrets, "CORRAL_MCP_SECRET_")
+	se := harness.NewSecretEnv(secrets, harness.MCPValuePrefix)
 	ref := func(n string) string { return "${" + n + "}" }
 	if v, err := se.Ref("plain", ref); err != nil || v != "plain" || len(se.Env) != 0 {
 		t.Errorf("a plain value stays: %q, %v, %v", v, err, se.Env)
 	}
 	v, err := se.Ref("Bearer ${secret:TOK}", ref)
-	if err != nil || v != "${CORRAL_MCP_SECRET_0}" || se.Env["CORRAL_MCP_SECRET_0"] != "Bearer t0k" {
+	if err != nil || v != "${CORRAL_MCP_VALUE_0}" || se.Env["CORRAL_MCP_VALUE_0"] != "Bearer t0k" {
 		t.Errorf("got %q, %v, %v", v, err, se.Env)
 	}
 	if _, err := se.Ref("${secret:NOPE}", ref); sandbox.CodeOf(err) != sandbox.InvalidArgument {

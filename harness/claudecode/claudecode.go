@@ -37,6 +37,47 @@
 // --allowedTools/--disallowedTools rules. Bypass is never used while the
 // policy has rules.
 //
+// # Workspace projection
+//
+// Every run hands the CLI the workspace's skills and MCP servers through
+// files in the run's private directory (Request.RunDir, outside the
+// workspace and removed after the run), so nothing is written into the
+// workspace and nothing shows in git status or file.changed. Both need
+// the run directory: without one, Prepare fails (FailedPrecondition) when
+// there is something to project.
+//
+// Skills: the CLI runs with --setting-sources user (so the workspace's
+// .claude settings cannot loosen the policy), which also keeps it from
+// loading the workspace's .claude/skills. Instead the SKILL.md directories
+// under Request.SkillRoots (harness.FindSkills) are linked, by name, into
+// RunDir/claude-plugin/skills, next to a plugin.json naming the plugin
+// "corral-workspace", and the run passes --plugin-dir RunDir/claude-plugin.
+// The model sees them as "corral-workspace:<name>".
+//
+// MCP servers: the workspace's servers (checked with
+// sandbox.ValidateMCPServers; errors are InvalidArgument and never carry a
+// secret value) join the permission tool's server in one --mcp-config
+// file, RunDir/mcp.json (mode 600): stdio as {type, command, args, env},
+// http and sse as {type, url, headers}. The name "corral" belongs to the
+// permission tool (mcp__corral__approve): a workspace server of that name
+// is refused whatever the policy. A header or env value that names a
+// secret (${secret:NAME}) never enters the file or argv: its expanded value
+// goes into the CLI's environment as CORRAL_MCP_VALUE_<n>, which the file
+// references as ${CORRAL_MCP_VALUE_<n>} and Claude Code expands when it
+// starts the server. Any other value holding "${" takes the same route, so
+// it reaches the server literally instead of being expanded from the
+// CLI's environment. Limits, as of Claude Code 2.1.332: the CLI expands
+// http/sse header values a second time, so a header whose value (a
+// secret's included) itself holds ${NAME} is expanded against the CLI's
+// environment; with CLAUDE_CODE_SUBPROCESS_ENV_SCRUB=1 the CLI reads
+// header references toward remote servers as empty (stdio env values still
+// arrive); the variables are in the CLI's environment, so commands the
+// agent runs can inherit them (as they can the API key); and the CLI
+// defers MCP tools behind its tool search (ENABLE_TOOL_SEARCH), listing
+// only their names to the model until it loads them. Calls of a server's tools
+// follow the permission mode: allowed in bypassPermissions, decided by the
+// policy's default through the permission tool, denied in dontAsk.
+//
 // # IS_SANDBOX
 //
 // Claude Code refuses bypassPermissions as root unless IS_SANDBOX=1 says
@@ -127,6 +168,9 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		sort.Strings(unknown)
 		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown option %s (known: baseURL, executable, isSandbox, partialMessages, permissionMode)", strings.Join(unknown, ", "))
 	}
+	if err := checkMCPServers(req); err != nil {
+		return harness.Invocation{}, err
+	}
 	opt := func(k string) string { return strings.TrimSpace(req.Options[k]) }
 	exe := strings.Fields(opt("executable"))
 	if len(exe) == 0 {
@@ -199,6 +243,60 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		}
 		pm.mode = mode
 	}
+	servers := map[string]any{}
+	if pm.promptTool {
+		if req.RunDir == "" {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.FailedPrecondition, op, req.RunID, "the permission tool needs a run directory")
+		}
+		script, policyFile := path.Join(req.RunDir, "approve.js"), path.Join(req.RunDir, "policy.json")
+		for _, f := range []struct {
+			path string
+			data []byte
+		}{{script, approveJS}, {policyFile, compilePolicy(req.Policy, req.Scripts)}} {
+			if err := harness.WriteFile(ctx, h, f.path, f.data, "600"); err != nil {
+				return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, f.path, err)
+			}
+		}
+		servers[permissionServer] = map[string]any{"type": "stdio", "command": "node", "args": []string{script, policyFile}}
+	}
+
+	// The workspace's MCP servers join the permission tool's in one
+	// --mcp-config file; their secret values travel in the environment.
+	if len(req.MCPServers) > 0 {
+		if req.RunDir == "" {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.FailedPrecondition, op, req.RunID, "the workspace's MCP servers need a run directory (their configuration file lives there)")
+		}
+		se := harness.NewSecretEnv(req.Secrets, mcpValuePrefix)
+		ws, err := mcpServers(req.MCPServers, se)
+		if err != nil {
+			return harness.Invocation{}, err
+		}
+		for k, v := range ws {
+			servers[k] = v
+		}
+		for k, v := range se.Env {
+			env[k] = v
+		}
+	}
+	if len(servers) > 0 {
+		mcpFile := path.Join(req.RunDir, "mcp.json")
+		if err := harness.WriteFile(ctx, h, mcpFile, []byte(mustJSON(map[string]any{"mcpServers": servers})), "600"); err != nil {
+			return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, mcpFile, err)
+		}
+		// --mcp-config takes several values: an option always follows it
+		// (--permission-mode, below).
+		args = append(args, "--mcp-config", mcpFile)
+	}
+
+	// The workspace's skills, as a per-run plugin.
+	pluginDir, err := projectSkills(ctx, h, req)
+	if err != nil {
+		return harness.Invocation{}, err
+	}
+	if pluginDir != "" {
+		args = append(args, "--plugin-dir", pluginDir)
+	}
+
 	args = append(args, "--permission-mode", pm.mode)
 	if pm.settings != "" {
 		args = append(args, "--settings", pm.settings)
@@ -210,22 +308,7 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		args = append(args, "--disallowedTools", strings.Join(pm.disallowed, ","))
 	}
 	if pm.promptTool {
-		if req.RunDir == "" {
-			return harness.Invocation{}, sandbox.Errorf(sandbox.FailedPrecondition, op, req.RunID, "the permission tool needs a run directory")
-		}
-		script, policyFile, mcpFile := path.Join(req.RunDir, "approve.js"), path.Join(req.RunDir, "policy.json"), path.Join(req.RunDir, "mcp.json")
-		mcp := mustJSON(map[string]any{"mcpServers": map[string]any{"corral": map[string]any{
-			"type": "stdio", "command": "node", "args": []string{script, policyFile},
-		}}})
-		for _, f := range []struct {
-			path string
-			data []byte
-		}{{script, approveJS}, {policyFile, compilePolicy(req.Policy, req.Scripts)}, {mcpFile, []byte(mcp)}} {
-			if err := harness.WriteFile(ctx, h, f.path, f.data, "600"); err != nil {
-				return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, f.path, err)
-			}
-		}
-		args = append(args, "--mcp-config", mcpFile, "--permission-prompt-tool", promptTool)
+		args = append(args, "--permission-prompt-tool", promptTool)
 	}
 
 	// Session resume.

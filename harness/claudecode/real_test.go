@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/internal/mcpstub"
 	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
@@ -298,4 +303,202 @@ func follow(t *testing.T, r *run.Runner, ctx context.Context, id string) []event
 		t.Fatalf("run failed: %+v (record error %q)", last, rec.Error)
 	}
 	return out
+}
+
+// TestRealClaudeProjection runs the real claude through the runner with a
+// workspace that has a skill, a stdio MCP server whose environment names a
+// secret and an http MCP server whose Authorization header names another:
+// the model's request lists the skill (through the per-run plugin) and
+// both servers' tools, whose descriptions carry digests of the secrets the
+// servers received, so the ${VAR} references in the MCP config were
+// expanded. The policy has a rule, so the permission tool's server shares
+// the config file. The secrets show nowhere, nothing is written into the
+// workspace, and the run directory is gone afterwards.
+func TestRealClaudeProjection(t *testing.T) {
+	bin := claudeBin(t)
+	if _, err := exec.LookPath("node"); err != nil {
+		testutil.Unavailable(t, "node is not installed (the MCP stub server needs it)")
+	}
+	const (
+		// "${HOME}" in the value: it must reach the stdio server literally,
+		// not expanded again by the CLI. (The CLI expands header values a
+		// second time, so the header's secret holds no "${".)
+		token  = "probe-token-${HOME}-6b1f0c9e2d"
+		rtoken = "remote-token-0a4f5e77c3"
+		marker = "corral-skill-marker-41d7a3"
+		answer = "projection checked"
+	)
+	srv := fakemodel.New(t, fakemodel.Say(answer))
+	remote := newHTTPProbe(t)
+	base, journals := t.TempDir(), filepath.Join(t.TempDir(), "journals")
+	p, err := local.New(local.Options{BaseDir: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, _ := sandbox.NewSecrets(map[string]string{claudecode.APIKeySecret: "sk-ant-fake-key", "PROBE_TOKEN": token, "REMOTE_TOKEN": rtoken})
+	def := &sandbox.Definition{
+		ID: "claude", Provider: p,
+		Workspace: &sandbox.Workspace{
+			Source:  &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hi\n"})},
+			Skills:  []sandbox.Skill{{Path: "skills/probe/SKILL.md", Content: "---\nname: probe\ndescription: " + marker + "\n---\n\nSay the marker.\n"}},
+			Secrets: secrets,
+			MCPServers: []sandbox.MCPServer{{
+				Name: "probe", Command: "node", Args: []string{mcpstub.Write(t), "probe"},
+				Env: map[string]string{mcpstub.TokenEnv: "${secret:PROBE_TOKEN}"},
+			}, {
+				Name: "remote", URL: remote.URL + "/mcp",
+				Headers: map[string]string{"Authorization": "Bearer ${secret:REMOTE_TOKEN}"},
+			}},
+		},
+		Policy: &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm *"}}, Default: sandbox.Allow},
+	}
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{claudecode.Harness{}}, run.Options{PollInterval: 50 * time.Millisecond, JournalDir: journals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	ctx := testCtx(t)
+	env := quietEnv(t)
+	// MCP tools are otherwise deferred behind tool search: the request
+	// would carry the tool's name but not its description.
+	env["ENABLE_TOOL_SEARCH"] = "false"
+	rec, err := r.Start(ctx, run.StartRequest{Definition: "claude", Thread: "t1", Harness: claudecode.Name, Prompt: "Check the projection.", Model: "claude-sonnet-4-5", Env: env,
+		Options: map[string]string{"executable": bin, "baseURL": srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := follow(t, r, ctx, rec.ID)
+	if err := r.Wait(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	var text string
+	for _, e := range evs {
+		switch {
+		case e.Type == event.TextMessageContent:
+			text += e.Delta
+		case e.Type == event.Custom && e.Name == event.FileChanged:
+			var fc event.FileChange
+			_ = json.Unmarshal(e.Value, &fc)
+			if len(fc.Files) > 0 {
+				t.Errorf("the projection changed the workspace: %v", fc.Files)
+			}
+		}
+		if bytes.Contains(e.Marshal(), []byte(token)) || bytes.Contains(e.Marshal(), []byte(rtoken)) {
+			t.Errorf("the secret is in an event: %s", e.Marshal())
+		}
+	}
+	if text != answer {
+		t.Errorf("text %q, want %q", text, answer)
+	}
+
+	reqs := srv.ModelRequests()
+	if len(reqs) == 0 {
+		t.Fatal("no model request")
+	}
+	var all []byte
+	for _, req := range reqs {
+		all = append(all, req.Body...)
+		if bytes.Contains(req.Body, []byte(token)) || bytes.Contains(req.Body, []byte(rtoken)) {
+			t.Error("the secret reached a model request")
+		}
+	}
+	tool := "mcp__probe__" + mcpstub.ToolName("probe")
+	for _, want := range []string{marker, pluginSkill("probe"), tool, mcpstub.Digest(token), "mcp__remote__remote_probe", "remote digest " + mcpstub.Digest("Bearer "+rtoken)} {
+		if !bytes.Contains(all, []byte(want)) {
+			t.Errorf("no model request mentions %q", want)
+		}
+	}
+	if bytes.Contains(all, []byte(mcpstub.Digest(""))) && !bytes.Contains(all, []byte(mcpstub.Digest(token))) {
+		t.Error("the MCP server started without the secret")
+	}
+
+	if got := remote.authorization(); got != "Bearer "+rtoken {
+		t.Errorf("the http MCP server got Authorization %q (digest %s), want the secret", got, mcpstub.Digest(got))
+	}
+
+	// Nothing left behind: no file under the sandbox base (the workspace
+	// with it), the journal directory or the CLI's home (its config and
+	// transcripts) holds a secret, and no run directory (<token>.d) is
+	// left.
+	for _, dir := range []string{base, journals, env["HOME"]} {
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if d.IsDir() && strings.HasSuffix(d.Name(), ".d") && dir == journals {
+				t.Errorf("a run directory is left: %s", p)
+			}
+			if d.Type().IsRegular() {
+				if b, err := os.ReadFile(p); err == nil && (bytes.Contains(b, []byte(token)) || bytes.Contains(b, []byte(rtoken))) {
+					t.Errorf("the secret is in %s", p)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// pluginSkill is how the CLI lists a skill of the per-run plugin.
+func pluginSkill(name string) string { return "corral-workspace:" + name }
+
+// httpProbe is a minimal streamable-HTTP MCP server: JSON answers to
+// POSTed JSON-RPC, one tool whose description carries the digest of the
+// Authorization header it was sent.
+type httpProbe struct {
+	*httptest.Server
+	mu   sync.Mutex
+	auth string
+}
+
+func newHTTPProbe(t *testing.T) *httpProbe {
+	p := &httpProbe{}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		p.mu.Lock()
+		if a := r.Header.Get("Authorization"); a != "" {
+			p.auth = a
+		}
+		auth := p.auth
+		p.mu.Unlock()
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"params"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if msg.ID == nil { // a notification
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		var result any
+		switch msg.Method {
+		case "initialize":
+			result = map[string]any{"protocolVersion": msg.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "corral-http-probe", "version": "1.0.0"}}
+		case "tools/list":
+			result = map[string]any{"tools": []any{map[string]any{"name": "remote_probe", "description": "corral http probe; remote digest " + mcpstub.Digest(auth), "inputSchema": map[string]any{"type": "object", "properties": map[string]any{}}}}}
+		default:
+			result = map[string]any{}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": result})
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *httpProbe) authorization() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.auth
 }

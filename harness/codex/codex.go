@@ -62,7 +62,7 @@
 //     is InvalidArgument.
 //   - http: url, literal headers in http_headers; a header value that
 //     names a secret goes, expanded, into a fresh variable
-//     (CORRAL_MCP_SECRET_0, ...) named in env_http_headers.
+//     (CORRAL_MCP_VALUE_0, ...) named in env_http_headers.
 //   - sse: FailedPrecondition, naming the server: codex speaks only stdio
 //     and streamable http.
 //

@@ -312,9 +312,9 @@ func TestPrepareMCP(t *testing.T) {
 		"probe": map[string]any{"command": "node", "args": []any{"/srv/stub.js", "probe"},
 			"env": map[string]any{"MODE": "test"}, "env_vars": []any{"PROBE_TOKEN"}},
 		"remote_1": map[string]any{"url": "https://mcp.example/api",
-			"http_headers": map[string]any{"X.Trace": "on"}, "env_http_headers": map[string]any{"Authorization": "CORRAL_MCP_SECRET_0"}},
+			"http_headers": map[string]any{"X.Trace": "on"}, "env_http_headers": map[string]any{"Authorization": "CORRAL_MCP_VALUE_0"}},
 	}
-	wantEnv := map[string]string{"PROBE_TOKEN": mcpToken, "CORRAL_MCP_SECRET_0": "Bearer " + mcpHeader}
+	wantEnv := map[string]string{"PROBE_TOKEN": mcpToken, "CORRAL_MCP_VALUE_0": "Bearer " + mcpHeader}
 	for _, auth := range []harness.Auth{harness.AuthAPIKey, harness.AuthHost} {
 		t.Run(string(auth), func(t *testing.T) {
 			req := mcpRequest(t, stdioServer, httpServer)

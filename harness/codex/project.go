@@ -12,8 +12,8 @@ import (
 )
 
 // MCPSecretPrefix names the variables that carry secret-bearing MCP header
-// values to codex (CORRAL_MCP_SECRET_0, ...).
-const MCPSecretPrefix = "CORRAL_MCP_SECRET_"
+// values to codex (CORRAL_MCP_VALUE_0, ...).
+const MCPSecretPrefix = harness.MCPValuePrefix
 
 // reservedEnv are variables the harness sets or unsets itself; an MCP
 // server's secret-bearing env var may not take their names.

@@ -58,8 +58,8 @@
 //     streamable HTTP, then SSE); all are "enabled". OpenCode names their
 //     tools SERVER_TOOL.
 //   - A header or environment value that names a secret (${secret:NAME})
-//     moves whole into a variable CORRAL_MCP_SECRET_<n> of OpenCode's
-//     environment and is written as "{env:CORRAL_MCP_SECRET_<n>}". OpenCode
+//     moves whole into a variable CORRAL_MCP_VALUE_<n> of OpenCode's
+//     environment and is written as "{env:CORRAL_MCP_VALUE_<n>}". OpenCode
 //     pastes {env:...} into the file's JSON text before parsing it, so the
 //     variable holds the value JSON-escaped (a quote or backslash would
 //     otherwise break the file). No secret is in the file or argv.

@@ -238,8 +238,8 @@ func TestPrepareProjection(t *testing.T) {
 			servers: []sandbox.MCPServer{{Name: "probe", Command: "node", Args: []string{"stub.js", "probe"},
 				Env: map[string]string{"TOKEN": "${secret:PROBE_TOKEN}", "PLAIN": "x"}}},
 			mcp: map[string]server{"probe": {Type: "local", Command: []string{"node", "stub.js", "probe"}, Enabled: true,
-				Environment: map[string]string{"PLAIN": "x", "TOKEN": "{env:CORRAL_MCP_SECRET_0}"}}},
-			env: map[string]string{"CORRAL_MCP_SECRET_0": token}},
+				Environment: map[string]string{"PLAIN": "x", "TOKEN": "{env:CORRAL_MCP_VALUE_0}"}}},
+			env: map[string]string{"CORRAL_MCP_VALUE_0": token}},
 		{name: "remote servers",
 			servers: []sandbox.MCPServer{
 				{Name: "web", URL: "https://mcp.example/mcp", Headers: map[string]string{"Authorization": "Bearer ${secret:PROBE_TOKEN}", "X-Plain": "p"}},
@@ -247,12 +247,12 @@ func TestPrepareProjection(t *testing.T) {
 			},
 			mcp: map[string]server{
 				"web": {Type: "remote", URL: "https://mcp.example/mcp", Enabled: true,
-					Headers: map[string]string{"Authorization": "{env:CORRAL_MCP_SECRET_0}", "X-Plain": "p"}},
+					Headers: map[string]string{"Authorization": "{env:CORRAL_MCP_VALUE_0}", "X-Plain": "p"}},
 				"old": {Type: "remote", URL: "https://mcp.example/sse", Enabled: true,
-					Headers: map[string]string{"X-Key": "{env:CORRAL_MCP_SECRET_1}"}},
+					Headers: map[string]string{"X-Key": "{env:CORRAL_MCP_VALUE_1}"}},
 			},
 			// JSON-escaped: opencode pastes the value into its JSON text.
-			env: map[string]string{"CORRAL_MCP_SECRET_0": "Bearer " + token, "CORRAL_MCP_SECRET_1": `pa\"ss\\word`}},
+			env: map[string]string{"CORRAL_MCP_VALUE_0": "Bearer " + token, "CORRAL_MCP_VALUE_1": `pa\"ss\\word`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			req := baseRequest(t)
@@ -311,10 +311,10 @@ func TestPrepareProjection(t *testing.T) {
 			}
 			// The escaped variable, pasted into the JSON text the way
 			// opencode does, yields the secret itself.
-			if v, ok := inv.Command.Env["CORRAL_MCP_SECRET_1"]; ok {
+			if v, ok := inv.Command.Env["CORRAL_MCP_VALUE_1"]; ok {
 				var back string
 				if err := json.Unmarshal([]byte(`"`+v+`"`), &back); err != nil || back != quoted {
-					t.Errorf("CORRAL_MCP_SECRET_1 pasted into JSON reads %q (%v), want %q", back, err, quoted)
+					t.Errorf("CORRAL_MCP_VALUE_1 pasted into JSON reads %q (%v), want %q", back, err, quoted)
 				}
 			}
 		})

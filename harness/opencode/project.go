@@ -9,8 +9,8 @@ import (
 )
 
 // SecretEnvPrefix names the variables that carry the MCP servers' secret
-// values to OpenCode: CORRAL_MCP_SECRET_0, CORRAL_MCP_SECRET_1, …
-const SecretEnvPrefix = "CORRAL_MCP_SECRET_"
+// values to OpenCode: CORRAL_MCP_VALUE_0, CORRAL_MCP_VALUE_1, …
+const SecretEnvPrefix = harness.MCPValuePrefix
 
 // projection is what a run adds to the per-run opencode.json from the
 // workspace: skill directories, MCP servers, and the environment that

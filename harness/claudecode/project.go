@@ -1,0 +1,133 @@
+package claudecode
+
+import (
+	"context"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// This file projects the workspace into Claude Code's configuration for a
+// run: skills through a per-run plugin directory, MCP servers through the
+// --mcp-config file (see the package comment).
+
+const (
+	// permissionServer is the MCP server name of corral's permission tool
+	// (promptTool is mcp__<permissionServer>__approve); a workspace server
+	// may not use it.
+	permissionServer = "corral"
+	// pluginName is the name of the per-run plugin that carries the
+	// workspace's skills: the model sees them as "corral-workspace:<skill>".
+	pluginName = "corral-workspace"
+	// mcpValuePrefix names the environment variables that carry MCP
+	// configuration values (secret ones, and any holding "${"): the config
+	// file references them as ${CORRAL_MCP_VALUE_0}, … (see
+	// harness.MCPValuePrefix for why not SECRET).
+	mcpValuePrefix = harness.MCPValuePrefix
+)
+
+// checkMCPServers validates the workspace's servers and refuses the name
+// the permission tool uses. Errors are InvalidArgument and never carry a
+// secret value.
+func checkMCPServers(req harness.Request) error {
+	if err := sandbox.ValidateMCPServers(req.MCPServers, req.Secrets); err != nil {
+		return err
+	}
+	for i, s := range req.MCPServers {
+		if s.Name == permissionServer {
+			return sandbox.Errorf(sandbox.InvalidArgument, "workspace", "mcpServers["+strconv.Itoa(i)+"]",
+				"MCP server name %q is reserved for corral's permission tool in the claude-code harness; rename the server", s.Name)
+		}
+	}
+	return nil
+}
+
+// mcpServers turns the workspace's servers into Claude Code's mcpServers
+// entries. A header, environment, url, command or argument value that
+// names a secret, or holds "${" at all, moves into an environment variable
+// of se and the entry references it as ${NAME}: secret values stay out of
+// the file and argv, and other values reach the server literally, not
+// expanded by the CLI. Call checkMCPServers first.
+func mcpServers(servers []sandbox.MCPServer, se *harness.SecretEnv) (map[string]any, error) {
+	val := func(v string) (string, error) {
+		if !strings.Contains(v, "${") {
+			return v, nil
+		}
+		name, err := se.Var(v)
+		if err != nil {
+			return "", err
+		}
+		return "${" + name + "}", nil
+	}
+	vals := func(m map[string]string) (map[string]string, error) {
+		out := make(map[string]string, len(m))
+		for _, k := range sandbox.SortedKeys(m) {
+			v, err := val(m[k])
+			if err != nil {
+				return nil, err
+			}
+			out[k] = v
+		}
+		return out, nil
+	}
+	out := make(map[string]any, len(servers))
+	for _, s := range servers {
+		switch t := s.Transport(); t {
+		case sandbox.MCPStdio:
+			cmd, err := val(s.Command)
+			if err != nil {
+				return nil, err
+			}
+			args := make([]string, len(s.Args))
+			for i, a := range s.Args {
+				if args[i], err = val(a); err != nil {
+					return nil, err
+				}
+			}
+			env, err := vals(s.Env)
+			if err != nil {
+				return nil, err
+			}
+			out[s.Name] = map[string]any{"type": t, "command": cmd, "args": args, "env": env}
+		default: // http, sse
+			url, err := val(s.URL)
+			if err != nil {
+				return nil, err
+			}
+			headers, err := vals(s.Headers)
+			if err != nil {
+				return nil, err
+			}
+			out[s.Name] = map[string]any{"type": t, "url": url, "headers": headers}
+		}
+	}
+	return out, nil
+}
+
+// projectSkills links the workspace's skills into a plugin directory in
+// the run directory and returns the directory for --plugin-dir, or "" when
+// the workspace has no skills.
+func projectSkills(ctx context.Context, h sandbox.Handle, req harness.Request) (string, error) {
+	const op = "claudecode.prepare"
+	skills, err := harness.FindSkills(ctx, h, req)
+	if err != nil || len(skills) == 0 {
+		return "", err
+	}
+	if req.RunDir == "" {
+		return "", sandbox.Errorf(sandbox.FailedPrecondition, op, req.RunID, "the workspace's skills need a run directory (the per-run plugin that carries them lives there)")
+	}
+	dir := path.Join(req.RunDir, "claude-plugin")
+	manifest := path.Join(dir, ".claude-plugin", "plugin.json")
+	if err := harness.WriteFile(ctx, h, manifest, []byte(mustJSON(map[string]any{
+		"name": pluginName, "description": "The corral workspace's skills, linked for this run.",
+	})+"\n"), "600"); err != nil {
+		return "", sandbox.Wrap(sandbox.Internal, op, manifest, err)
+	}
+	if err := harness.LinkSkills(ctx, h, path.Join(dir, "skills"), skills); err != nil {
+		return "", err
+	}
+	return dir, nil
+}

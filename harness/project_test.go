@@ -8,23 +8,11 @@ import (
 	"testing"
 
 	"github.com/d10ffeed/corral/harness"
-	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
-func localHandle(t *testing.T) sandbox.Handle {
-	t.Helper()
-	p, err := local.New(local.Options{BaseDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := p.Create(context.Background(), sandbox.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Destroy(context.Background()) })
-	return h
-}
+func localHandle(t *testing.T) sandbox.Handle { return testutil.LocalSandbox(t) }
 
 func TestFindAndLinkSkills(t *testing.T) {
 	ctx := context.Background()

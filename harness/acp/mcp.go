@@ -1,8 +1,6 @@
 package acp
 
 import (
-	"sort"
-
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/d10ffeed/corral/harness"
@@ -14,15 +12,6 @@ import (
 // only the agent: requests are journaled without them).
 func resolveMCP(req harness.Request) ([]sandbox.MCPServer, error) {
 	return sandbox.ResolveMCPServers(req.MCPServers, req.Secrets)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // acpServers converts servers for session/new and session/load, leaving
@@ -38,7 +27,7 @@ func acpServers(servers []sandbox.MCPServer, caps acpsdk.McpCapabilities) (out [
 				continue
 			}
 			headers := []acpsdk.HttpHeader{}
-			for _, k := range sortedKeys(s.Headers) {
+			for _, k := range sandbox.SortedKeys(s.Headers) {
 				headers = append(headers, acpsdk.HttpHeader{Name: k, Value: s.Headers[k]})
 			}
 			if s.Type == "http" {
@@ -48,7 +37,7 @@ func acpServers(servers []sandbox.MCPServer, caps acpsdk.McpCapabilities) (out [
 			}
 		default:
 			env := []acpsdk.EnvVariable{}
-			for _, k := range sortedKeys(s.Env) {
+			for _, k := range sandbox.SortedKeys(s.Env) {
 				env = append(env, acpsdk.EnvVariable{Name: k, Value: s.Env[k]})
 			}
 			args := s.Args

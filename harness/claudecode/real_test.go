@@ -5,13 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -136,15 +133,7 @@ func TestRecordCaptures(t *testing.T) {
 
 func localHandle(t *testing.T) sandbox.Handle {
 	t.Helper()
-	p, err := local.New(local.Options{BaseDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := p.Create(context.Background(), sandbox.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Destroy(context.Background()) })
+	h := testutil.LocalSandbox(t)
 	testutil.Git(t, h.WorkspaceRoot(), "init", "-q")
 	return h
 }
@@ -329,7 +318,7 @@ func TestRealClaudeProjection(t *testing.T) {
 		answer = "projection checked"
 	)
 	srv := fakemodel.New(t, fakemodel.Say(answer))
-	remote := newHTTPProbe(t)
+	remote := mcpstub.NewHTTP(t, "remote")
 	base, journals := t.TempDir(), filepath.Join(t.TempDir(), "journals")
 	p, err := local.New(local.Options{BaseDir: base})
 	if err != nil {
@@ -346,7 +335,7 @@ func TestRealClaudeProjection(t *testing.T) {
 				Name: "probe", Command: "node", Args: []string{mcpstub.Write(t), "probe"},
 				Env: map[string]string{mcpstub.TokenEnv: "${secret:PROBE_TOKEN}"},
 			}, {
-				Name: "remote", URL: remote.URL + "/mcp",
+				Name: "remote", URL: remote.URL(),
 				Headers: map[string]string{"Authorization": "Bearer ${secret:REMOTE_TOKEN}"},
 			}},
 		},
@@ -406,7 +395,7 @@ func TestRealClaudeProjection(t *testing.T) {
 		}
 	}
 	tool := "mcp__probe__" + mcpstub.ToolName("probe")
-	for _, want := range []string{marker, pluginSkill("probe"), tool, mcpstub.Digest(token), "mcp__remote__remote_probe", "remote digest " + mcpstub.Digest("Bearer "+rtoken)} {
+	for _, want := range []string{marker, pluginSkill("probe"), tool, mcpstub.Digest(token), "mcp__remote__" + mcpstub.ToolName("remote"), "header digest " + mcpstub.Digest("Bearer "+rtoken)} {
 		if !bytes.Contains(all, []byte(want)) {
 			t.Errorf("no model request mentions %q", want)
 		}
@@ -415,7 +404,7 @@ func TestRealClaudeProjection(t *testing.T) {
 		t.Error("the MCP server started without the secret")
 	}
 
-	if got := remote.authorization(); got != "Bearer "+rtoken {
+	if got := remote.Authorization(); got != "Bearer "+rtoken {
 		t.Errorf("the http MCP server got Authorization %q (digest %s), want the secret", got, mcpstub.Digest(got))
 	}
 
@@ -443,62 +432,3 @@ func TestRealClaudeProjection(t *testing.T) {
 
 // pluginSkill is how the CLI lists a skill of the per-run plugin.
 func pluginSkill(name string) string { return "corral-workspace:" + name }
-
-// httpProbe is a minimal streamable-HTTP MCP server: JSON answers to
-// POSTed JSON-RPC, one tool whose description carries the digest of the
-// Authorization header it was sent.
-type httpProbe struct {
-	*httptest.Server
-	mu   sync.Mutex
-	auth string
-}
-
-func newHTTPProbe(t *testing.T) *httpProbe {
-	p := &httpProbe{}
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
-		p.mu.Lock()
-		if a := r.Header.Get("Authorization"); a != "" {
-			p.auth = a
-		}
-		auth := p.auth
-		p.mu.Unlock()
-		var msg struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				ProtocolVersion string `json:"protocolVersion"`
-			} `json:"params"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		if msg.ID == nil { // a notification
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		var result any
-		switch msg.Method {
-		case "initialize":
-			result = map[string]any{"protocolVersion": msg.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "corral-http-probe", "version": "1.0.0"}}
-		case "tools/list":
-			result = map[string]any{"tools": []any{map[string]any{"name": "remote_probe", "description": "corral http probe; remote digest " + mcpstub.Digest(auth), "inputSchema": map[string]any{"type": "object", "properties": map[string]any{}}}}}
-		default:
-			result = map[string]any{}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": result})
-	}))
-	t.Cleanup(p.Close)
-	return p
-}
-
-func (p *httpProbe) authorization() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.auth
-}

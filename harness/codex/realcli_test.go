@@ -3,8 +3,6 @@ package codex_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,7 +223,7 @@ func testRealProjection(t *testing.T, bin string, auth harness.Auth) {
 		MCPServers: []sandbox.MCPServer{
 			{Name: "probe", Command: "node", Args: []string{mcpstub.Write(t), "probe"},
 				Env: map[string]string{mcpstub.TokenEnv: "${secret:PROBE_TOKEN}", "CORRAL_PROBE_MODE": "plain"}},
-			{Name: "web", URL: httpMCP(t, "web"), Headers: map[string]string{"Authorization": "Bearer ${secret:PROBE_TOKEN}", "X-Probe": "plain"}},
+			{Name: "web", URL: mcpstub.NewHTTP(t, "web").URL(), Headers: map[string]string{"Authorization": "Bearer ${secret:PROBE_TOKEN}", "X-Probe": "plain"}},
 		},
 		Secrets: secrets,
 	}}
@@ -346,54 +344,4 @@ func findTool(tools []json.RawMessage, name string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// httpMCP serves a minimal streamable-HTTP MCP server (JSON replies, no
-// sessions) offering the tool mcpstub.ToolName(name), whose description
-// carries the digest of the Authorization header of the request that
-// listed it and the X-Probe header.
-func httpMCP(t *testing.T, name string) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				ProtocolVersion string `json:"protocolVersion"`
-			} `json:"params"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		if len(req.ID) == 0 { // a notification
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		var result any
-		switch req.Method {
-		case "initialize":
-			v := req.Params.ProtocolVersion
-			if v == "" {
-				v = "2025-06-18"
-			}
-			result = map[string]any{"protocolVersion": v, "capabilities": map[string]any{"tools": map[string]any{}},
-				"serverInfo": map[string]any{"name": "corral-web-probe", "version": "1.0.0"}}
-		case "tools/list":
-			result = map[string]any{"tools": []any{map[string]any{
-				"name":        mcpstub.ToolName(name),
-				"description": "corral probe tool; header digest " + mcpstub.Digest(r.Header.Get("Authorization")) + " " + r.Header.Get("X-Probe"),
-				"inputSchema": map[string]any{"type": "object", "properties": map[string]any{}},
-			}}}
-		default:
-			result = map[string]any{}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/mcp"
 }

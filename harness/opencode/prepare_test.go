@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/harness"
-	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -19,18 +19,9 @@ const testKey = "sk-test-key-91fe"
 
 func newHandle(t *testing.T) (sandbox.Handle, context.Context) {
 	t.Helper()
-	p, err := local.New(local.Options{BaseDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	h, err := p.Create(ctx, sandbox.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Destroy(context.Background()) })
-	return h, ctx
+	return testutil.LocalSandbox(t), ctx
 }
 
 func baseRequest(t *testing.T) harness.Request {

@@ -16,19 +16,7 @@ import (
 	"github.com/d10ffeed/corral/sandbox/bootstrap"
 )
 
-func newHandle(t *testing.T) sandbox.Handle {
-	t.Helper()
-	p, err := local.New(local.Options{BaseDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := p.Create(context.Background(), sandbox.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Destroy(context.Background()) })
-	return h
-}
+func newHandle(t *testing.T) sandbox.Handle { return testutil.LocalSandbox(t) }
 
 func read(t *testing.T, h sandbox.Handle, name string) string {
 	t.Helper()

@@ -78,6 +78,12 @@
 // follow the permission mode: allowed in bypassPermissions, decided by the
 // policy's default through the permission tool, denied in dontAsk.
 //
+// Instructions: --setting-sources user also keeps the CLI from reading the
+// workspace's CLAUDE.md (checked with 2.1.332), so the workspace's
+// CLAUDE.md, else its AGENTS.md, is handed over with
+// --append-system-prompt-file (read when the CLI starts, so the file as it
+// is then).
+//
 // # IS_SANDBOX
 //
 // Claude Code refuses bypassPermissions as root unless IS_SANDBOX=1 says
@@ -295,6 +301,16 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	}
 	if pluginDir != "" {
 		args = append(args, "--plugin-dir", pluginDir)
+	}
+
+	// The workspace's instructions: --setting-sources user also keeps the
+	// CLI from reading the workspace's CLAUDE.md, so hand it over.
+	instructions, err := instructionsFile(ctx, h, req)
+	if err != nil {
+		return harness.Invocation{}, err
+	}
+	if instructions != "" {
+		args = append(args, "--append-system-prompt-file", instructions)
 	}
 
 	args = append(args, "--permission-mode", pm.mode)

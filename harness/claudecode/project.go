@@ -131,3 +131,22 @@ func projectSkills(ctx context.Context, h sandbox.Handle, req harness.Request) (
 	}
 	return dir, nil
 }
+
+// instructionsFile returns the absolute path of the workspace's CLAUDE.md,
+// else its AGENTS.md, or "" when it has neither.
+func instructionsFile(ctx context.Context, h sandbox.Handle, req harness.Request) (string, error) {
+	root := req.WorkspaceRoot
+	if root == "" {
+		root = h.WorkspaceRoot()
+	}
+	for _, name := range []string{"CLAUDE.md", "AGENTS.md"} {
+		ok, err := h.FS().Exists(ctx, name)
+		if err != nil && sandbox.CodeOf(err) != sandbox.PermissionDenied {
+			return "", sandbox.Wrap(sandbox.Internal, "claudecode.prepare", name, err)
+		}
+		if ok {
+			return path.Join(root, name), nil
+		}
+	}
+	return "", nil
+}

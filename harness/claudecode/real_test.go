@@ -328,9 +328,10 @@ func TestRealClaudeProjection(t *testing.T) {
 	def := &sandbox.Definition{
 		ID: "claude", Provider: p,
 		Workspace: &sandbox.Workspace{
-			Source:  &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hi\n"})},
-			Skills:  []sandbox.Skill{{Path: "skills/probe/SKILL.md", Content: "---\nname: probe\ndescription: " + marker + "\n---\n\nSay the marker.\n"}},
-			Secrets: secrets,
+			Source:       &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hi\n"})},
+			Skills:       []sandbox.Skill{{Path: "skills/probe/SKILL.md", Content: "---\nname: probe\ndescription: " + marker + "\n---\n\nSay the marker.\n"}},
+			Instructions: "Always mention " + instructionsMarker + ".",
+			Secrets:      secrets,
 			MCPServers: []sandbox.MCPServer{{
 				Name: "probe", Command: "node", Args: []string{mcpstub.Write(t), "probe"},
 				Env: map[string]string{mcpstub.TokenEnv: "${secret:PROBE_TOKEN}"},
@@ -395,7 +396,7 @@ func TestRealClaudeProjection(t *testing.T) {
 		}
 	}
 	tool := "mcp__probe__" + mcpstub.ToolName("probe")
-	for _, want := range []string{marker, pluginSkill("probe"), tool, mcpstub.Digest(token), "mcp__remote__" + mcpstub.ToolName("remote"), "header digest " + mcpstub.Digest("Bearer "+rtoken)} {
+	for _, want := range []string{marker, instructionsMarker, pluginSkill("probe"), tool, mcpstub.Digest(token), "mcp__remote__" + mcpstub.ToolName("remote"), "header digest " + mcpstub.Digest("Bearer "+rtoken)} {
 		if !bytes.Contains(all, []byte(want)) {
 			t.Errorf("no model request mentions %q", want)
 		}
@@ -429,6 +430,10 @@ func TestRealClaudeProjection(t *testing.T) {
 		})
 	}
 }
+
+// instructionsMarker is in the projection test's workspace instructions
+// (AGENTS.md, with CLAUDE.md linked to it).
+const instructionsMarker = "corral-instructions-marker-9b2e"
 
 // pluginSkill is how the CLI lists a skill of the per-run plugin.
 func pluginSkill(name string) string { return "corral-workspace:" + name }

@@ -218,8 +218,9 @@ func testRealProjection(t *testing.T, bin string, auth harness.Auth) {
 		t.Fatal(err)
 	}
 	def := &sandbox.Definition{ID: "d", Provider: p, Workspace: &sandbox.Workspace{
-		Source: &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hello\n"})},
-		Skills: []sandbox.Skill{{Path: "skills/probe/SKILL.md", Content: "---\nname: probe\ndescription: " + marker + "\n---\n\nSay probe.\n"}},
+		Source:       &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hello\n"})},
+		Skills:       []sandbox.Skill{{Path: "skills/probe/SKILL.md", Content: "---\nname: probe\ndescription: " + marker + "\n---\n\nSay probe.\n"}},
+		Instructions: "Always mention " + instructionsMarker + ".",
 		MCPServers: []sandbox.MCPServer{
 			{Name: "probe", Command: "node", Args: []string{mcpstub.Write(t), "probe"},
 				Env: map[string]string{mcpstub.TokenEnv: "${secret:PROBE_TOKEN}", "CORRAL_PROBE_MODE": "plain"}},
@@ -272,6 +273,10 @@ func testRealProjection(t *testing.T, bin string, auth harness.Auth) {
 	body := string(reqs[0].Body)
 	if os.Getenv("CORRAL_DUMP_REQUEST") != "" {
 		t.Logf("first model request: %s", body)
+	}
+	// The workspace's instructions (AGENTS.md) reach the model.
+	if !strings.Contains(body, instructionsMarker) {
+		t.Error("the model request lacks the workspace instructions (AGENTS.md)")
 	}
 	// The skill is listed with its description (api-key auth only).
 	if got, want := strings.Contains(body, marker), auth == harness.AuthAPIKey; got != want {
@@ -345,3 +350,6 @@ func findTool(tools []json.RawMessage, name string) (string, bool) {
 	}
 	return "", false
 }
+
+// instructionsMarker is in the projection test's workspace instructions.
+const instructionsMarker = "corral-instructions-marker-c4d1"

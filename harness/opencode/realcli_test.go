@@ -288,6 +288,7 @@ func TestRealOpenCodeProjection(t *testing.T) {
 	leaks := func(s string) bool { return strings.Contains(s, token) || strings.Contains(s, escaped) }
 	f := newWorkspaceFixture(t, fakemodel.Say("done"), nil, map[string]string{"PROBE_TOKEN": token}, func(ws *sandbox.Workspace) {
 		ws.Skills = []sandbox.Skill{{Path: "skills/probe/SKILL.md", Content: "---\nname: probe\ndescription: " + marker + "\n---\n\nSay probe.\n"}}
+		ws.Instructions = "Always mention " + instructionsMarker + "."
 		ws.MCPServers = []sandbox.MCPServer{{Name: "probe", Command: "node", Args: []string{mcpstub.Write(t), "probe"},
 			Env: map[string]string{mcpstub.TokenEnv: "${secret:PROBE_TOKEN}"}}}
 	})
@@ -342,6 +343,9 @@ func TestRealOpenCodeProjection(t *testing.T) {
 			system += m.Content
 		}
 	}
+	if !strings.Contains(system, instructionsMarker) {
+		t.Error("the system prompt lacks the workspace instructions (AGENTS.md)")
+	}
 	if want := "<name>probe</name>\n    <description>" + marker + "</description>"; !strings.Contains(system, want) {
 		t.Errorf("the system prompt does not list the workspace skill %q", want)
 	}
@@ -391,3 +395,6 @@ func jsonText(s string) string {
 	}
 	return string(b)
 }
+
+// instructionsMarker is in the projection test's workspace instructions.
+const instructionsMarker = "corral-instructions-marker-7a90"

@@ -604,18 +604,28 @@ func (c *capBuf) Write(b []byte) (int, error) {
 	return c.buf.Write(b)
 }
 
-// bufPipe is an in-memory pipe whose writer never blocks: what the reader
-// has not read yet is buffered.
+// spawnBuffer bounds what a spawned process's stdout or stderr holds
+// while the caller has not read it. A process that writes more than that
+// to one stream waits until the caller reads (or closes the stream), as it
+// would on a pipe, only with a bigger buffer; the other stream, sharing the
+// exec's one connection, waits with it.
+const spawnBuffer = 4 << 20
+
+// bufPipe is an in-memory pipe between the exec's output demultiplexer
+// (the writer) and the caller. The writer blocks while limit bytes are
+// unread; Close makes the pipe drop what it is given from then on.
 type bufPipe struct {
-	mu     sync.Mutex
-	cond   sync.Cond
-	buf    bytes.Buffer
-	closed bool
-	err    error
+	mu      sync.Mutex
+	cond    sync.Cond
+	buf     bytes.Buffer
+	limit   int
+	closed  bool // the writer is done
+	discard bool // the reader is done
+	err     error
 }
 
 func newBufPipe() *bufPipe {
-	b := &bufPipe{}
+	b := &bufPipe{limit: spawnBuffer}
 	b.cond.L = &b.mu
 	return b
 }
@@ -623,8 +633,14 @@ func newBufPipe() *bufPipe {
 func (b *bufPipe) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	for b.buf.Len() >= b.limit && !b.closed && !b.discard {
+		b.cond.Wait()
+	}
 	if b.closed {
 		return 0, io.ErrClosedPipe
+	}
+	if b.discard {
+		return len(p), nil
 	}
 	b.buf.Write(p)
 	b.cond.Broadcast()
@@ -634,13 +650,29 @@ func (b *bufPipe) Write(p []byte) (int, error) {
 func (b *bufPipe) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for b.buf.Len() == 0 && !b.closed {
+	for b.buf.Len() == 0 && !b.closed && !b.discard {
 		b.cond.Wait()
 	}
+	if b.discard {
+		return 0, io.ErrClosedPipe
+	}
 	if b.buf.Len() > 0 {
-		return b.buf.Read(p)
+		n, err := b.buf.Read(p)
+		b.cond.Broadcast() // room for the writer
+		return n, err
 	}
 	return 0, b.err
+}
+
+// Close is the reader's: it will read no more, and the writer's output is
+// dropped from now on so the other stream keeps flowing.
+func (b *bufPipe) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.discard = true
+	b.buf = bytes.Buffer{}
+	b.cond.Broadcast()
+	return nil
 }
 
 func (b *bufPipe) closeWithError(err error) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/moby/moby/client"
 
@@ -211,4 +212,52 @@ func testImageName() string {
 		return v
 	}
 	return "corral-test-base"
+}
+
+func TestBufPipeBounded(t *testing.T) {
+	b := newBufPipe()
+	b.limit = 8
+	wrote := make(chan struct{})
+	go func() {
+		_, _ = b.Write([]byte("12345678")) // fills it
+		_, _ = b.Write([]byte("9"))        // waits for a read
+		close(wrote)
+	}()
+	select {
+	case <-wrote:
+		t.Fatal("a write past the limit did not wait for the reader")
+	case <-time.After(100 * time.Millisecond):
+	}
+	buf := make([]byte, 4)
+	if n, _ := b.Read(buf); string(buf[:n]) != "1234" {
+		t.Fatalf("read %q", buf[:n])
+	}
+	select {
+	case <-wrote:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a read did not make room for the writer")
+	}
+
+	// Close: the writer no longer waits, and what it writes is dropped.
+	c := newBufPipe()
+	c.limit = 1
+	_, _ = c.Write([]byte("x"))
+	done := make(chan struct{})
+	go func() {
+		_, _ = c.Write([]byte("y"))
+		close(done)
+	}()
+	_ = c.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not release the writer")
+	}
+	if n, err := c.Write([]byte("zz")); n != 2 || err != nil {
+		t.Errorf("write after Close = %d, %v", n, err)
+	}
+	c.closeWithError(nil)
+	if _, err := c.Read(buf); err == nil {
+		t.Error("a read after Close must fail")
+	}
 }

@@ -115,6 +115,11 @@ type Invocation struct {
 	// Cleanup lists workspace paths the runner removes after the run (for
 	// example configuration that carries a secret).
 	Cleanup []string
+	// RemoveAfter lists absolute paths inside the sandbox, outside the
+	// workspace, that the runner removes after the run: per-run agent state
+	// that cannot live in Request.RunDir. It must hold no secret (a process
+	// that dies before the run ends cannot remove it).
+	RemoveAfter []string
 }
 
 // Translator turns one run's journal into events. It is deterministic:

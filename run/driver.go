@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,7 @@ type driver struct {
 
 	handle   sandbox.Handle
 	cleanup  []string // workspace paths to remove after the run
+	remove   []string // absolute sandbox paths to remove after the run
 	tr       harness.Translator
 	stored   int64 // events in the log when the claim was made
 	produced int64 // events the translator has produced
@@ -173,6 +175,13 @@ func (d *driver) startAgent() error {
 		return err
 	}
 	d.cleanup = inv.Cleanup
+	for _, p := range inv.RemoveAfter {
+		// Absolute and at least two levels deep: never "/", "/home" or a
+		// relative path.
+		if c := path.Clean(p); path.IsAbs(c) && strings.Count(c, "/") >= 2 {
+			d.remove = append(d.remove, c)
+		}
+	}
 	return journal.Start(d.ctx, d.handle, journal.Spec{Paths: paths, Nonce: d.run.JournalNonce, Agent: inv.Command, Stdin: inv.Stdin, Diff: true})
 }
 
@@ -414,6 +423,15 @@ func (d *driver) afterRun(ctx context.Context, status store.RunStatus) {
 	for _, p := range d.cleanup {
 		if err := d.handle.FS().RemoveAll(ctx, p); err != nil {
 			d.r.log.Warn("run: removing a harness file failed", "run", d.run.ID, "path", p, "err", err)
+		}
+	}
+	if len(d.remove) > 0 {
+		res, err := d.handle.Exec(ctx, sandbox.Command{Args: append([]string{"rm", "-rf", "--"}, d.remove...)})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("rm exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
+		if err != nil {
+			d.r.log.Warn("run: removing the agent's per-run state failed", "run", d.run.ID, "paths", d.remove, "err", err)
 		}
 	}
 	req := ensure.Request{Thread: d.run.ThreadID, Run: d.run.ID, Tenant: d.run.Tenant}

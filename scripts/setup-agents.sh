@@ -34,6 +34,20 @@ fail() {
 command -v node >/dev/null 2>&1 || fail "node is not installed (apt-get install nodejs npm)"
 command -v npm >/dev/null 2>&1 || fail "npm is not installed (apt-get install npm)"
 
+# bubblewrap: codex sandboxes its commands with it when present, as on most
+# developer machines; the codex tests then cover that path (the harness
+# moves CODEX_HOME out of /tmp, which bwrap replaces).
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1 ||
+      { DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1; }; } ||
+      fail "apt-get install bubblewrap failed"
+  else
+    warn "bubblewrap is not installed (apt-get install bubblewrap): codex's bwrap path goes untested"
+  fi
+fi
+
 # installed_version PKG prints the version npm installed under $dir, or
 # nothing.
 installed_version() {

@@ -82,6 +82,14 @@
 //   - "reasoningEffort": model_reasoning_effort.
 //   - "policy": "strict" (default) refuses to start when the policy has a
 //     rule codex cannot enforce; "best-effort" starts anyway.
+//   - "home": where the per-run CODEX_HOME lives (api-key). "auto"
+//     (default): in Request.RunDir, except when the sandbox has bubblewrap:
+//     codex's bwrap sandbox mounts a fresh /tmp, hiding the helper links
+//     codex keeps under CODEX_HOME/tmp (every command then fails with
+//     "bwrap: execvp codex-linux-sandbox"), so CODEX_HOME goes to
+//     $HOME/.corral/codex/runs/<run> (else /var/tmp/corral-codex-runs/<run>)
+//     and is removed after the run (it holds no secret). "run": always in
+//     Request.RunDir.
 //
 // # Policy mapping
 //
@@ -131,6 +139,7 @@ const (
 	OptSessionsDir     = "sessionsDir"
 	OptReasoningEffort = "reasoningEffort"
 	OptPolicy          = "policy"
+	OptHome            = "home"
 )
 
 // Sandbox modes of codex.
@@ -231,6 +240,7 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		env[k] = v
 	}
 	home := ""
+	var removeAfter []string
 	if auth == harness.AuthAPIKey {
 		key := ""
 		for _, name := range KeySecrets {
@@ -247,6 +257,18 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "no absolute run directory for CODEX_HOME")
 		}
 		home = path.Join(req.RunDir, "codex-home")
+		switch opts[OptHome] {
+		case "", "auto":
+			if alt, err := homeOutsideTmp(ctx, h, req); err != nil {
+				return harness.Invocation{}, err
+			} else if alt != "" {
+				home = alt
+				removeAfter = []string{alt}
+			}
+		case "run":
+		default:
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "option home=%q: want auto or run", opts[OptHome])
+		}
 		if err := harness.WriteFile(ctx, h, path.Join(home, "config.toml"), configTOML(baseURL, mcp), "600"); err != nil {
 			return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
 		}
@@ -279,8 +301,45 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	if err := cmd.Validate(); err != nil {
 		return harness.Invocation{}, err
 	}
-	return harness.Invocation{Command: cmd, Stdin: []byte(req.Prompt)}, nil
+	return harness.Invocation{Command: cmd, Stdin: []byte(req.Prompt), RemoveAfter: removeAfter}, nil
 }
+
+// homeScript prints a fresh directory outside /tmp for the per-run
+// CODEX_HOME when bubblewrap is installed, else nothing: codex's bwrap
+// sandbox mounts a fresh /tmp, so the helper links codex keeps under
+// CODEX_HOME/tmp/arg0 (on PATH) vanish inside it when CODEX_HOME is under
+// /tmp, and every command fails with "bwrap: execvp codex-linux-sandbox: No
+// such file or directory" (seen with codex 0.171). $1 is the run id.
+// Directories left by runs whose host died are removed after a day.
+const homeScript = `command -v bwrap >/dev/null 2>&1 || exit 0
+for base in "${HOME:-}/.corral/codex/runs" /var/tmp/corral-codex-runs; do
+  case "$base" in /.corral/*|/tmp/*) continue ;; esac
+  mkdir -p "$base" 2>/dev/null && [ -w "$base" ] || continue
+  find "$base" -mindepth 1 -maxdepth 1 -mmin +1440 -exec rm -rf {} + 2>/dev/null
+  d="$base/$1"
+  mkdir -p "$d" && chmod 700 "$d" && printf '%s\n' "$d" && exit 0
+done
+exit 0
+`
+
+// homeOutsideTmp returns a per-run CODEX_HOME outside /tmp when the
+// sandbox has bubblewrap (see homeScript), or "".
+func homeOutsideTmp(ctx context.Context, h sandbox.Handle, req harness.Request) (string, error) {
+	if !runIDRE.MatchString(req.RunID) {
+		return "", nil
+	}
+	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", homeScript, "corral-codex-home", req.RunID}, Env: req.Env})
+	if err != nil {
+		return "", sandbox.Wrap(sandbox.Internal, "harness.codex", req.RunID, err)
+	}
+	dir := strings.TrimSpace(string(res.Stdout))
+	if res.ExitCode != 0 || !path.IsAbs(dir) {
+		return "", nil
+	}
+	return dir, nil
+}
+
+var runIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 // sessionsScript links the per-run CODEX_HOME's sessions to the lasting
 // sessions directory (api-key auth) and says whether session $4 can be

@@ -3,6 +3,7 @@ package codex
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -37,7 +38,68 @@ func baseRequest(t *testing.T) harness.Request {
 		Prompt:  "fix the bug, key hint: none",
 		Secrets: secrets,
 		RunDir:  filepath.Join(t.TempDir(), "run.d"),
-		Options: map[string]string{OptSessionsDir: t.TempDir()},
+		Options: map[string]string{OptSessionsDir: t.TempDir(), OptHome: "run"},
+	}
+}
+
+// TestPrepareHomeOutsideTmp: with bubblewrap in the sandbox (a stand-in
+// on PATH), the per-run CODEX_HOME is made outside /tmp and listed for
+// removal after the run; without it, it stays in the run directory.
+func TestPrepareHomeOutsideTmp(t *testing.T) {
+	h, ctx := newHandle(t)
+	base, err := os.MkdirTemp("/var/tmp", "corral-codex-home-test-")
+	if err != nil {
+		t.Skipf("no writable /var/tmp: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	bin := filepath.Join(base, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "bwrap"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		path    string
+		outside bool
+	}{
+		{"WithBwrap", bin + ":" + os.Getenv("PATH"), true},
+		{"WithoutBwrap", "/nonexistent-bin:/usr/bin:/bin", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !c.outside {
+				if _, err := exec.LookPath("bwrap"); err == nil {
+					t.Skip("bubblewrap is installed on this host")
+				}
+			}
+			req := baseRequest(t)
+			req.Options[OptHome] = "auto"
+			req.Env = map[string]string{"HOME": filepath.Join(base, "home"), "PATH": c.path}
+			inv, err := Harness{}.Prepare(ctx, h, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			home := inv.Command.Env["CODEX_HOME"]
+			want := filepath.Join(req.RunDir, "codex-home")
+			if c.outside {
+				want = filepath.Join(base, "home", ".corral", "codex", "runs", req.RunID)
+			}
+			if home != want {
+				t.Errorf("CODEX_HOME = %s, want %s", home, want)
+			}
+			if c.outside != (len(inv.RemoveAfter) == 1 && inv.RemoveAfter[0] == home) {
+				t.Errorf("RemoveAfter = %v", inv.RemoveAfter)
+			}
+			if _, err := os.Stat(filepath.Join(home, "config.toml")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	req := baseRequest(t)
+	req.Options[OptHome] = "elsewhere"
+	if _, err := (Harness{}).Prepare(ctx, h, req); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		t.Errorf("bad home option: %v", err)
 	}
 }
 

@@ -22,6 +22,9 @@ type StartRun struct {
 	Model      string            `json:"model,omitempty"`
 	Auth       string            `json:"auth,omitempty"`
 	Options    map[string]string `json:"options,omitempty"`
+	// Approvals answers approval.requested events of the thread's earlier
+	// runs: approval id → allowed.
+	Approvals map[string]bool `json:"approvals,omitempty"`
 }
 
 // Run is a run as the API shows it (its journal nonce stays private).

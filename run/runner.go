@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -168,6 +169,11 @@ type StartRequest struct {
 	Model      string
 	Auth       harness.Auth
 	Options    map[string]string
+	// Approvals answers approval.requested events of the thread's earlier
+	// runs: approval id (sandbox.ApprovalID) → allowed. The harness gets
+	// them as Options[harness.OptionApprovals], merged over an answer of
+	// the same id given there.
+	Approvals map[string]bool
 }
 
 // NewID returns a fresh, time-ordered id with a prefix.
@@ -189,6 +195,13 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 	h, ok := r.harnesses[req.Harness]
 	if !ok {
 		return store.Run{}, sandbox.Errorf(sandbox.InvalidArgument, "run.start", req.Harness, "unknown harness")
+	}
+	if len(req.Approvals) > 0 {
+		opts, err := mergeApprovals(req.Options, req.Approvals)
+		if err != nil {
+			return store.Run{}, err
+		}
+		req.Options = opts
 	}
 	if req.Thread == "" {
 		req.Thread = NewID("thread")
@@ -215,6 +228,33 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 	d.start = &req
 	r.launch(d)
 	return claimed, nil
+}
+
+// mergeApprovals returns a copy of options whose OptionApprovals holds
+// approvals merged over what it held.
+func mergeApprovals(options map[string]string, approvals map[string]bool) (map[string]string, error) {
+	merged := map[string]bool{}
+	if s := options[harness.OptionApprovals]; s != "" {
+		if err := json.Unmarshal([]byte(s), &merged); err != nil {
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "run.start", harness.OptionApprovals, "option approvals: want a JSON object of approval id to true or false: %v", err)
+		}
+	}
+	for id, ok := range approvals {
+		if strings.TrimSpace(id) == "" {
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "run.start", "approvals", "empty approval id")
+		}
+		merged[id] = ok
+	}
+	b, err := json.Marshal(merged)
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.Internal, "run.start", "approvals", err)
+	}
+	out := make(map[string]string, len(options)+1)
+	for k, v := range options {
+		out[k] = v
+	}
+	out[harness.OptionApprovals] = string(b)
+	return out, nil
 }
 
 func leaseName(runID string) string { return "run-driver:" + runID }

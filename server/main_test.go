@@ -49,6 +49,7 @@ type envOptions struct {
 	Wrap    func(http.Handler) http.Handler // wraps the server's handler
 	RunOpts run.Options                     // the runner's options
 	Defs    []string                        // definition ids; default {"default"}
+	Extra   []harness.Harness               // harnesses besides command
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -73,11 +74,15 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.RunOpts.PollInterval == 0 {
 		o.RunOpts.PollInterval = 50 * time.Millisecond
 	}
-	r, err := run.New(st, defs, []harness.Harness{command.Harness{}}, o.RunOpts)
+	hs, names := []harness.Harness{command.Harness{}}, []string{command.Name}
+	for _, h := range o.Extra {
+		hs, names = append(hs, h), append(names, h.Name())
+	}
+	r, err := run.New(st, defs, hs, o.RunOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Runner: r, Definitions: o.Defs, Harnesses: []string{command.Name},
+	srv, err := server.New(server.Options{Runner: r, Definitions: o.Defs, Harnesses: names,
 		Tokens: o.Tokens, MaxBody: o.MaxBody})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,8 @@ func newRunCmd() *cobra.Command {
 		model   string
 		auth    string
 		options []string
+		approve []string
+		deny    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARGS...] | run --harness NAME [flags] PROMPT",
@@ -43,7 +45,8 @@ exits with the command's exit code.`,
 		Example: `  corral run -- sh -c 'for i in $(seq 1 50); do echo $i; sleep 0.1; done'
   corral run --thread t1 --detach -- make test
   corral run --thread t1 --harness claude-code --model claude-sonnet-4-5 "fix the failing test"
-  corral run --harness "acp:my-agent --acp" "summarize the repository"`,
+  corral run --harness "acp:my-agent --acp" "summarize the repository"
+  corral run --thread t1 --harness opencode --approve "opencode:command:npm publish" "go ahead"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, acpArgs, err := resolveHarness(hname)
 			if err != nil {
@@ -71,6 +74,9 @@ exits with the command's exit code.`,
 			if req.Options, err = parseOptions(options); err != nil {
 				return err
 			}
+			if req.Approvals, err = parseApprovals(approve, deny); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			if rf.server != "" {
 				c, err := rf.client()
@@ -78,7 +84,7 @@ exits with the command's exit code.`,
 					return err
 				}
 				rec, err := c.Start(ctx, api.StartRun{Thread: req.Thread, Harness: req.Harness, Prompt: req.Prompt, Args: req.Args,
-					Model: req.Model, Auth: string(req.Auth), Options: req.Options})
+					Model: req.Model, Auth: string(req.Auth), Options: req.Options, Approvals: req.Approvals})
 				if err != nil {
 					return err
 				}
@@ -117,6 +123,8 @@ exits with the command's exit code.`,
 	cmd.Flags().StringVar(&model, "model", "", "the model the agent uses (default: the agent's)")
 	cmd.Flags().StringVar(&auth, "auth", "", "api-key (a workspace secret) or host (the agent CLI's own login)")
 	cmd.Flags().StringArrayVar(&options, "option", nil, "a harness option `K=V` (repeatable), e.g. executable=/path/to/cli")
+	cmd.Flags().StringArrayVar(&approve, "approve", nil, "allow what an earlier run of the thread asked for: its approval `ID` (repeatable)")
+	cmd.Flags().StringArrayVar(&deny, "deny", nil, "refuse what an earlier run of the thread asked for: its approval `ID` (repeatable)")
 	return cmd
 }
 
@@ -203,4 +211,29 @@ func runExit(rec store.Run) error {
 		return &exitError{code: 1, err: fmt.Errorf("run %s %s", rec.ID, msg)}
 	}
 	return nil
+}
+
+// parseApprovals turns --approve and --deny ids into approval answers; an
+// id given both ways is an error.
+func parseApprovals(approve, deny []string) (map[string]bool, error) {
+	if len(approve)+len(deny) == 0 {
+		return nil, nil
+	}
+	out := map[string]bool{}
+	for _, id := range approve {
+		if id = strings.TrimSpace(id); id == "" {
+			return nil, errors.New("--approve: empty approval id")
+		}
+		out[id] = true
+	}
+	for _, id := range deny {
+		if id = strings.TrimSpace(id); id == "" {
+			return nil, errors.New("--deny: empty approval id")
+		}
+		if out[id] {
+			return nil, fmt.Errorf("approval %s is both approved and denied", id)
+		}
+		out[id] = false
+	}
+	return out, nil
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/bootstrap"
 	"github.com/d10ffeed/corral/store"
 )
@@ -65,6 +67,17 @@ func (p *printer) print(e store.Event) error {
 		_, err = io.WriteString(p.stdout, ev.Delta)
 	case event.ToolCallStart:
 		_, err = fmt.Fprintf(p.stderr, "corral: tool %s\n", ev.ToolCallName)
+	case event.Custom:
+		if ev.Name == event.ApprovalRequested {
+			var a event.Approval
+			if json.Unmarshal(ev.Value, &a) == nil && a.ID != "" {
+				what := a.Title
+				if what == "" {
+					what = a.Kind + " " + a.Target
+				}
+				_, err = fmt.Fprintf(p.stderr, "corral: approval needed: %s\ncorral:   answer in the thread's next run: --approve %s (or --deny)\n", what, sandbox.ShellQuote(a.ID))
+			}
+		}
 	case event.RunFinished:
 		p.exitCode = ev.ExitCode
 	case event.RunError:

@@ -324,9 +324,30 @@ func decisionOr(d, def sandbox.Decision) sandbox.Decision {
 	return d
 }
 
+// permission is one OpenCode permission's ordered rules.
+type permission struct {
+	key   string
+	rules rules
+}
+
 // permissionConfig is the OPENCODE_CONFIG_CONTENT for a policy: an ordered
 // JSON object, since OpenCode's last matching rule wins.
 func permissionConfig(p *sandbox.Policy, scripts map[string]string, approvals map[string]bool, root string) string {
+	var b strings.Builder
+	b.WriteString(`{"permission":{`)
+	for i, x := range permissionRules(p, scripts, approvals, root) {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(jsonString(x.key) + ":" + x.rules.json())
+	}
+	b.WriteString("}}")
+	return b.String()
+}
+
+// permissionRules maps a policy onto OpenCode's permissions, in the order
+// they are written.
+func permissionRules(p *sandbox.Policy, scripts map[string]string, approvals map[string]bool, root string) []permission {
 	def := decisionOr(p.Default, sandbox.Ask)
 	expand := func(pat string) []string {
 		out := []string{pat}
@@ -391,13 +412,13 @@ func permissionConfig(p *sandbox.Policy, scripts map[string]string, approvals ma
 			bash.add(f, sandbox.Deny)
 		}
 	}
-	var b strings.Builder
-	b.WriteString(`{"permission":{"bash":` + bash.json() + `,"edit":` + edit.json() + `,"webfetch":` + network.json() + `,"websearch":` + network.json())
+	out := []permission{{"bash", bash}, {"edit", edit}, {"webfetch", network}, {"websearch", network}}
 	for _, k := range sortedKeys(tools) {
-		b.WriteString("," + jsonString(k) + ":" + jsonString(string(tools[k])))
+		r := rules{}
+		r.add("*", tools[k])
+		out = append(out, permission{k, r})
 	}
-	b.WriteString("}}")
-	return b.String()
+	return out
 }
 
 // parseApprovalID splits an id this harness minted.

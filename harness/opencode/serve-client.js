@@ -1,0 +1,291 @@
+// corral's client for `opencode serve` (the opencode harness's server
+// mode), run by node inside the sandbox as `node serve-client.js CONFIG`.
+// It starts the server on a free loopback port with a password of its own
+// (OPENCODE_SERVER_PASSWORD, random, never in argv or on stdout), creates
+// or resumes the session, subscribes to the server's event stream, sends
+// the prompt read from stdin, and writes every server event it receives to
+// stdout as one JSON line: that is the run's journal. Lines of its own have
+// types starting with "corral.". A permission.asked is answered with the
+// policy corral compiled into CONFIG (OpenCode's own rules,
+// last-match-wins): allow → "once", deny → "reject" with a message (the
+// model goes on), ask → "reject" (the turn ends) and a corral.permission
+// line that makes the translator request an approval. It exits 0 when the
+// session goes idle after the prompt, 1 on a session error, and stops the
+// server it started on exit. No dependencies.
+"use strict";
+const { spawn } = require("child_process");
+const crypto = require("crypto");
+const fs = require("fs");
+
+const cfg = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
+
+function emit(type, properties) {
+  process.stdout.write(JSON.stringify({ type, properties }) + "\n");
+}
+
+emit("corral.client", { mode: "server", version: 1 });
+
+let server = null;
+let exiting = false;
+
+function stopServer() {
+  return new Promise((resolve) => {
+    if (!server || server.exitCode !== null || server.signalCode !== null) return resolve();
+    const timer = setTimeout(() => {
+      try {
+        server.kill("SIGKILL");
+      } catch (e) {}
+      resolve();
+    }, 3000);
+    server.once("exit", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    try {
+      server.kill("SIGTERM");
+    } catch (e) {
+      clearTimeout(timer);
+      resolve();
+    }
+  });
+}
+
+async function finish(code) {
+  if (exiting) return;
+  exiting = true;
+  await stopServer();
+  process.stdout.write("", () => process.exit(code));
+}
+
+function fail(message) {
+  emit("corral.error", { message: String(message) });
+  finish(1);
+}
+
+for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"]) {
+  process.on(sig, () => {
+    if (server) {
+      try {
+        server.kill("SIGKILL");
+      } catch (e) {}
+    }
+    process.exit(128 + (sig === "SIGINT" ? 2 : sig === "SIGHUP" ? 1 : 15));
+  });
+}
+process.on("exit", () => {
+  if (server && server.exitCode === null && server.signalCode === null) {
+    try {
+      server.kill("SIGKILL");
+    } catch (e) {}
+  }
+});
+
+// --- policy --------------------------------------------------------------
+
+// wildcard is OpenCode's pattern match: "*" any text, "?" one character,
+// and a trailing " *" also matches nothing.
+function wildcard(str, pattern) {
+  let re = String(pattern).replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".");
+  if (re.endsWith(" .*")) re = re.slice(0, -3) + "( .*)?";
+  return new RegExp("^" + re + "$", "s").test(String(str));
+}
+
+const policy = cfg.policy || {};
+const rules = Array.isArray(policy.rules) ? policy.rules : [];
+
+// evaluate is the last matching rule's action, or the default.
+function evaluate(permission, pattern) {
+  let action = policy.default || "ask";
+  for (const r of rules) {
+    if (wildcard(permission, r.permission) && wildcard(pattern, r.pattern)) action = r.action;
+  }
+  return action;
+}
+
+function decide(req) {
+  const patterns = Array.isArray(req.patterns) && req.patterns.length ? req.patterns : ["*"];
+  const actions = patterns.map((p) => evaluate(req.permission, p));
+  if (actions.includes("deny")) return "deny";
+  if (actions.includes("ask")) return "ask";
+  return "allow";
+}
+
+// --- HTTP ----------------------------------------------------------------
+
+let base = "";
+const password = crypto.randomBytes(24).toString("base64url");
+const authorization = "Basic " + Buffer.from("opencode:" + password).toString("base64");
+
+function url(p) {
+  const u = new URL(p, base);
+  if (cfg.directory) u.searchParams.set("directory", cfg.directory);
+  return u;
+}
+
+async function call(method, p, body) {
+  const res = await fetch(url(p), {
+    method,
+    headers: { authorization, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(method + " " + p + ": " + res.status + " " + text.slice(0, 500));
+  return text ? JSON.parse(text) : null;
+}
+
+// --- server --------------------------------------------------------------
+
+function startServer() {
+  return new Promise((resolve, reject) => {
+    const env = Object.assign({}, process.env, { OPENCODE_SERVER_PASSWORD: password });
+    delete env.OPENCODE_SERVER_USERNAME;
+    const args = ["serve", "--port", "0", "--hostname", "127.0.0.1"].concat(cfg.args || []);
+    server = spawn(cfg.executable || "opencode", args, { env, stdio: ["ignore", "pipe", "inherit"] });
+    let buf = "";
+    let found = false;
+    const timer = setTimeout(() => reject(new Error("opencode serve printed no address within 120s")), 120000);
+    server.on("error", (e) => {
+      clearTimeout(timer);
+      reject(new Error("cannot start " + (cfg.executable || "opencode") + ": " + e.message));
+    });
+    server.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      if (!found) reject(new Error("opencode serve exited (" + (signal || code) + ") before listening"));
+      else if (!exiting) fail("opencode serve exited (" + (signal || code) + ")");
+    });
+    server.stdout.on("data", (d) => {
+      if (found) {
+        process.stderr.write(d);
+        return;
+      }
+      buf += d.toString("utf8");
+      const m = buf.match(/listening on (https?:\/\/[^\s]+)/);
+      if (m) {
+        found = true;
+        clearTimeout(timer);
+        process.stderr.write(buf);
+        resolve(m[1].replace(/\/+$/, "") + "/");
+      }
+    });
+  });
+}
+
+// --- events --------------------------------------------------------------
+
+let session = "";
+let prompted = false;
+let busy = false;
+let failed = false;
+
+async function answer(req) {
+  const decision = decide(req);
+  emit("corral.permission", {
+    id: req.id, sessionID: req.sessionID, permission: req.permission, patterns: req.patterns,
+    tool: req.tool, decision,
+  });
+  const body = decision === "allow" ? { reply: "once" }
+    : decision === "deny" ? { reply: "reject", message: "Denied by the sandbox policy." }
+    : { reply: "reject" };
+  try {
+    await call("POST", "/permission/" + encodeURIComponent(req.id) + "/reply", body);
+  } catch (e) {
+    emit("corral.error", { message: "answering permission " + req.id + ": " + e.message });
+  }
+}
+
+function onEvent(ev) {
+  if (!ev || typeof ev !== "object") return;
+  process.stdout.write(JSON.stringify(ev) + "\n");
+  const p = ev.properties || {};
+  switch (ev.type) {
+    case "permission.asked":
+      answer(p);
+      return;
+    case "session.status":
+      if (p.sessionID === session && prompted && p.status && p.status.type === "busy") busy = true;
+      if (p.sessionID === session && busy && p.status && p.status.type === "idle") finish(failed ? 1 : 0);
+      return;
+    case "session.idle":
+      if (p.sessionID === session && busy) finish(failed ? 1 : 0);
+      return;
+    case "session.error":
+      if (!p.sessionID || p.sessionID === session) failed = true;
+      return;
+  }
+}
+
+// subscribe reads the server's event stream (server-sent events) and
+// resolves once it is connected.
+function subscribe() {
+  return new Promise((resolve, reject) => {
+    (async () => {
+      const res = await fetch(url("/event"), { headers: { authorization, accept: "text/event-stream" } });
+      if (!res.ok) throw new Error("GET /event: " + res.status);
+      const decoder = new TextDecoder();
+      let buf = "";
+      let data = [];
+      for await (const chunk of res.body) {
+        buf += decoder.decode(chunk, { stream: true });
+        let i;
+        while ((i = buf.indexOf("\n")) >= 0) {
+          let line = buf.slice(0, i);
+          buf = buf.slice(i + 1);
+          if (line.endsWith("\r")) line = line.slice(0, -1);
+          if (line === "") {
+            if (data.length) {
+              let ev = null;
+              try {
+                ev = JSON.parse(data.join("\n"));
+              } catch (e) {
+                emit("corral.error", { message: "unreadable server event" });
+              }
+              data = [];
+              onEvent(ev);
+              if (ev && ev.type === "server.connected") resolve();
+            }
+          } else if (line.startsWith("data:")) {
+            data.push(line.slice(5).replace(/^ /, ""));
+          }
+        }
+      }
+      if (!exiting) fail("the server's event stream ended");
+    })().catch((e) => {
+      reject(e);
+      if (!exiting) fail("event stream: " + e.message);
+    });
+  });
+}
+
+function readStdin() {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    process.stdin.on("data", (c) => chunks.push(c));
+    process.stdin.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    process.stdin.on("error", reject);
+  });
+}
+
+async function main() {
+  const prompt = await readStdin();
+  base = await startServer();
+  if (cfg.session) {
+    try {
+      const s = await call("GET", "/session/" + encodeURIComponent(cfg.session));
+      session = s.id;
+    } catch (e) {
+      throw new Error("Session not found: " + cfg.session + " (" + e.message + ")");
+    }
+  } else {
+    const s = await call("POST", "/session", {});
+    session = s.id;
+  }
+  emit("corral.session", { sessionID: session, resumed: !!cfg.session });
+  await subscribe();
+  const body = { parts: [{ type: "text", text: prompt }] };
+  if (cfg.model && cfg.model.providerID && cfg.model.modelID) body.model = cfg.model;
+  if (cfg.agent) body.agent = cfg.agent;
+  prompted = true;
+  await call("POST", "/session/" + encodeURIComponent(session) + "/prompt_async", body);
+}
+
+main().catch((e) => fail(e && e.message ? e.message : e));

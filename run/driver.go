@@ -697,8 +697,14 @@ func (d *driver) keepLease() {
 	}
 }
 
+// retakeLease tries to get the run's lease back. A lease that is held is
+// not proof that another driver took over: on an overloaded store the row
+// may still be this driver's own, whose renewals came too late, until it
+// expires. So the driver keeps trying until the lease is free again, and
+// gives up only when another driver claimed the run (its epoch moved on),
+// the run ended, or three lease lifetimes passed.
 func (d *driver) retakeLease() bool {
-	deadline := time.Now().Add(d.r.opts.LeaseTTL)
+	deadline := time.Now().Add(3 * d.r.opts.LeaseTTL)
 	for time.Now().Before(deadline) && d.ctx.Err() == nil {
 		lease, ok, err := d.r.store.TryLock(d.ctx, leaseName(d.run.ID), d.r.opts.LeaseTTL)
 		if err == nil && ok {
@@ -713,12 +719,17 @@ func (d *driver) retakeLease() bool {
 			return false
 		}
 		if err == nil && !ok {
-			return false // someone else holds it: they drive now
+			// Held: by a driver that claimed the run (stop), or by nobody
+			// live yet (this driver's own stale row: wait for it to expire).
+			rec, found, err := d.r.store.GetRun(d.ctx, d.run.ID)
+			if err == nil && (!found || rec.DriverEpoch != d.run.DriverEpoch || rec.Status.Terminal()) {
+				return false
+			}
 		}
 		select {
 		case <-d.ctx.Done():
 			return false
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(d.r.opts.LeaseTTL / 10):
 		}
 	}
 	return false

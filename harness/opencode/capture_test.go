@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,7 +23,10 @@ import (
 	"github.com/d10ffeed/corral/sandbox"
 )
 
-var capture = flag.Bool("capture", false, "run the real opencode against scripted endpoints and rewrite testdata/real-*.jsonl")
+var (
+	capture     = flag.Bool("capture", false, "run the real opencode against scripted endpoints and rewrite testdata/real-*.jsonl")
+	captureOnly = flag.String("capture-only", "", "with -capture, record only the fixtures whose name contains this")
+)
 
 // TestCaptureFixtures records the real-* fixtures: the stdout of the real
 // CLI, prepared by the harness, against fakemodel scripts. Workspace paths
@@ -33,7 +37,7 @@ func TestCaptureFixtures(t *testing.T) {
 	}
 	bin := agentBin(t, "opencode")
 	allowAll := &sandbox.Policy{Default: sandbox.Allow}
-	cases := []struct {
+	type captureCase struct {
 		name      string
 		script    fakemodel.Script
 		policy    *sandbox.Policy
@@ -41,7 +45,9 @@ func TestCaptureFixtures(t *testing.T) {
 		kill      string
 		write     bool // the script writes notes.txt with the write tool
 		resume    bool
-	}{
+		server    bool // option mode=server (fixture real-server-NAME)
+	}
+	cases := []captureCase{
 		{name: "text", script: fakemodel.Say("Hello from the fake model.")},
 		{name: "reasoning", script: fakemodel.ThinkThenSay("Let me think about it.", "Thought it through.")},
 		{name: "command", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "done")},
@@ -58,6 +64,17 @@ func TestCaptureFixtures(t *testing.T) {
 		{name: "api-error", script: fakemodel.Script{Turns: []fakemodel.Turn{{Error: &fakemodel.APIError{Status: 400, Type: "invalid_request_error", Message: "The model fake-model does not exist"}}}}},
 		{name: "interrupted", script: fakemodel.RunCommandThenSay("sleep 30", "done"), kill: `"type":"step_start"`},
 		{name: "resume", script: fakemodel.Script{Turns: []fakemodel.Turn{{Text: "first"}, {Text: "second"}}}, resume: true},
+	}
+	for _, c := range slices.Clone(cases) {
+		if c.name == "interrupted" {
+			c.kill = `"status":"running"`
+		}
+		c.server = true
+		c.name = "server-" + c.name
+		cases = append(cases, c)
+	}
+	if *captureOnly != "" {
+		cases = slices.DeleteFunc(cases, func(c captureCase) bool { return !strings.Contains(c.name, *captureOnly) })
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,9 +107,13 @@ func TestCaptureFixtures(t *testing.T) {
 			req := harness.Request{Run: harness.Run{RunID: "capture"}, Prompt: "do it", Model: fakemodel.ModelID, Secrets: secrets, Policy: policy,
 				Env: xdgEnv(t), RunDir: filepath.Join(t.TempDir(), "run.d"), WorkspaceRoot: ws,
 				Options: map[string]string{opencode.OptExecutable: bin, opencode.OptBaseURL: srv.OpenAIURL(), opencode.OptApprovals: c.approvals}}
+			if c.server {
+				req.Options[opencode.OptMode] = opencode.ModeServer
+			}
 			if c.resume {
 				out := runCaptured(t, ctx, h, req, "")
 				req.Session = sessionID(t, out)
+				req.RunDir += "2"
 				req.Prompt = "again"
 			}
 			out := runCaptured(t, ctx, h, req, c.kill)
@@ -152,10 +173,16 @@ func sessionID(t *testing.T, out []byte) string {
 	t.Helper()
 	for _, l := range bytes.Split(out, []byte("\n")) {
 		var v struct {
-			SessionID string `json:"sessionID"`
+			SessionID  string `json:"sessionID"`
+			Properties struct {
+				SessionID string `json:"sessionID"`
+			} `json:"properties"`
 		}
 		if json.Unmarshal(l, &v) == nil && v.SessionID != "" {
 			return v.SessionID
+		}
+		if json.Unmarshal(l, &v) == nil && v.Properties.SessionID != "" {
+			return v.Properties.SessionID
 		}
 	}
 	t.Fatal("no sessionID")

@@ -1,17 +1,19 @@
-// Package opencode is the harness for OpenCode, run as
-// `opencode run --format json`: one turn per run, its JSON events on
-// stdout (the journal), the prompt on stdin.
+// Package opencode is the harness for OpenCode. It has two modes (option
+// "mode"): "run" (the default), `opencode run --format json`, one turn per
+// run, its JSON events on stdout (the journal), the prompt on stdin; and
+// "server", `opencode serve` driven by a small client inside the sandbox.
 //
-// # Why the run mode, not the server
+// # Run mode and server mode
 //
 // `opencode serve` streams finer events (message.part.delta, and
 // permission.asked, which a client answers), but something inside the
-// sandbox would have to be its client and write the journal, and there is
-// no corral binary in the sandbox. `opencode run` is that client, built in:
-// it starts the server in-process (no port is opened, so there is no
-// server password to set), prints its events to stdout and exits when the
-// turn ends, so the journal stays the run's only source of truth and any
-// host can take the run over. What it costs:
+// sandbox must be its client and write the journal, since there is no
+// corral binary in the sandbox.
+//
+// Run mode needs nothing but the opencode CLI: `opencode run` is that
+// client, built in. It starts the server in-process (no port is opened, so
+// there is no server password to set), prints its events to stdout and
+// exits when the turn ends. What it costs:
 //
 //   - text and reasoning arrive as whole parts when they end, not as token
 //     deltas; tool calls arrive once they completed or failed;
@@ -23,9 +25,52 @@
 //     sandbox.ApprovalID. A decision given for that id (option "approvals")
 //     becomes a rule in the thread's next run.
 //
+// Server mode needs node in the sandbox (without it Prepare fails with
+// FailedPrecondition). The harness writes serve-client.js (embedded) and
+// its configuration serve.json into RunDir and runs
+//
+//	node RunDir/serve-client.js RunDir/serve.json
+//
+// The client starts `opencode serve --port 0 --hostname 127.0.0.1
+// [Request.Args...]` with a random OPENCODE_SERVER_PASSWORD it makes itself
+// (never in argv, a file or the journal), reads the address the server
+// prints, creates the session or resumes Request.Session, subscribes to
+// GET /event, sends the prompt (its stdin) with POST
+// /session/ID/prompt_async, and writes every server event as one JSON line
+// to stdout, after a first line {"type":"corral.client"} that tells the
+// translator the journal is server mode's, and a corral.session line. It
+// exits 0 when the session goes idle after the prompt, 1 after a session
+// error (or when the server, the session or the stream fails: a
+// corral.error line), and stops its server on exit; the runner's cancel
+// kills the whole process group anyway. What it gives:
+//
+//   - text and reasoning as live deltas (TEXT_MESSAGE_CONTENT,
+//     REASONING_MESSAGE_CONTENT per message.part.delta), tool calls as they
+//     start (TOOL_CALL_START, then ARGS once the input is known, the result
+//     when done; a call still open at the end gets an interrupted result);
+//   - permission.asked answered by the client with the same rules
+//     OpenCode gets (serve.json holds them, compiled from the policy and
+//     the approvals): allow → reply "once"; deny → "reject" with a message,
+//     so the model is told and goes on; ask → "reject" (the turn ends, as in
+//     run mode) and a corral.permission line from which the translator
+//     emits approval.requested for the call, with the same id as run mode.
+//     OpenCode only asks when its own evaluation of those rules says ask,
+//     so in practice the client's answer is ask (or the policy's default
+//     for a permission the policy has no rule for, such as
+//     external_directory).
+//
+// What it costs: node, a loopback port, the server's start-up (several
+// seconds more than run mode), and a client whose protocol (the server's
+// HTTP API and event names) may change between OpenCode versions; the
+// journal also holds the server's housekeeping events, which the
+// translator skips.
+//
 // # Command and configuration
 //
 //	opencode run --format json --thinking [-m MODEL] [-s SESSION] [Request.Args...]
+//
+// or, in server mode, node RunDir/serve-client.js RunDir/serve.json (the
+// model and session go in serve.json). Both modes share everything below.
 //
 // OPENCODE_CONFIG points at RunDir/opencode.json (autoupdate and sharing
 // off; with option "baseURL", a provider "corral" using
@@ -72,7 +117,8 @@
 // Resume passes Request.Session to -s; OpenCode keeps sessions in its data
 // directory ($XDG_DATA_HOME/opencode) in the sandbox. A session that is
 // gone fails the run ("Session not found"); there is no fresh-session
-// fallback yet.
+// fallback yet. Server mode resumes it through the server's API (GET
+// /session/ID) and fails the same way.
 //
 // # Options
 //
@@ -81,6 +127,7 @@
 //   - "apiKeySecret": the secret holding the key for "baseURL".
 //   - "approvals": a JSON object of approval id → bool, the answers to
 //     earlier approval.requested events.
+//   - "mode": "run" (default) or "server" (see above).
 //
 // # Policy mapping
 //
@@ -121,6 +168,7 @@ const (
 	OptBaseURL      = "baseURL"
 	OptAPIKeySecret = "apiKeySecret"
 	OptApprovals    = "approvals"
+	OptMode         = "mode"
 )
 
 // DefaultAPIKeySecret is the secret read for "baseURL" by default.
@@ -144,7 +192,8 @@ var _ harness.Harness = Harness{}
 // Name returns "opencode".
 func (Harness) Name() string { return Name }
 
-// Translator returns a fresh translator for `opencode run --format json`.
+// Translator returns a fresh translator for either mode's journal: one
+// that starts with serve-client.js's corral.client line is server mode's.
 func (Harness) Translator(run harness.Run) harness.Translator { return newTranslator(run) }
 
 var sessionIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
@@ -166,6 +215,13 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "no absolute run directory for opencode.json")
 	}
 	opts := req.Options
+	mode := opts[OptMode]
+	if mode == "" {
+		mode = ModeRun
+	}
+	if mode != ModeRun && mode != ModeServer {
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "option mode: want %q or %q, not %q", ModeRun, ModeServer, mode)
+	}
 	var approvals map[string]bool
 	if a := opts[OptApprovals]; a != "" {
 		if err := json.Unmarshal([]byte(a), &approvals); err != nil {
@@ -227,6 +283,13 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	if exe == "" {
 		exe = "opencode"
 	}
+	if mode == ModeServer {
+		args, err := prepareServer(ctx, h, req, env, exe, model, approvals)
+		if err != nil {
+			return harness.Invocation{}, err
+		}
+		return finishInvocation(req, auth, args, env)
+	}
 	args := []string{exe, "run", "--format", "json", "--thinking"}
 	if model != "" {
 		args = append(args, "-m", model)
@@ -235,6 +298,12 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		args = append(args, "-s", req.Session)
 	}
 	args = append(args, req.Args...)
+	return finishInvocation(req, auth, args, env)
+}
+
+// finishInvocation strips the provider keys with host auth and validates
+// the command.
+func finishInvocation(req harness.Request, auth harness.Auth, args []string, env map[string]string) (harness.Invocation, error) {
 	if auth == harness.AuthHost {
 		pre := []string{"env"}
 		for _, k := range ProviderKeyEnv {

@@ -58,6 +58,11 @@ type translator struct {
 	ids     event.IDs
 	session string
 	errMsg  string
+	// decided is set by the first event line: a journal that starts with
+	// serve-client.js's corral.client line is server mode's, translated
+	// by server.
+	decided bool
+	server  *serverTranslator
 }
 
 func newTranslator(run harness.Run) *translator {
@@ -69,9 +74,19 @@ func (t *translator) Begin() []event.Event {
 }
 
 func (t *translator) Line(b []byte) []event.Event {
+	if t.server != nil {
+		return t.server.Line(b)
+	}
 	var l line
 	if json.Unmarshal(b, &l) != nil {
 		return nil
+	}
+	if !t.decided && l.Type != "" {
+		t.decided = true
+		if l.Type == clientLine {
+			t.server = newServerTranslator(t.run)
+			return t.server.Line(b)
+		}
 	}
 	var out []event.Event
 	if l.SessionID != "" && l.SessionID != t.session {
@@ -142,20 +157,25 @@ func (t *translator) tool(p *part) []event.Event {
 		{Type: event.ToolCallArgs, ToolCallID: id, Delta: args},
 		{Type: event.ToolCallEnd, ToolCallID: id},
 	}
-	switch {
-	case p.State.Status == "error":
-		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, Content: p.State.Error, IsError: true})
-		if strings.Contains(p.State.Error, rejectedMarker) {
-			out = append(out, approval(name, p.State.Input))
-		}
-	case name == "bash":
-		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id,
-			Content: jsonString(commandResult{ExitCode: p.State.Metadata.Exit, Output: p.State.Output}),
-			IsError: p.State.Metadata.Exit != nil && *p.State.Metadata.Exit != 0})
-	default:
-		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, Content: p.State.Output})
+	out = append(out, toolResult(id, name, p))
+	if p.State.Status == "error" && strings.Contains(p.State.Error, rejectedMarker) {
+		out = append(out, approval(name, p.State.Input))
 	}
 	return out
+}
+
+// toolResult is the TOOL_CALL_RESULT of a completed or failed tool part.
+func toolResult(id, name string, p *part) event.Event {
+	switch {
+	case p.State.Status == "error":
+		return event.Event{Type: event.ToolCallResult, ToolCallID: id, Content: p.State.Error, IsError: true}
+	case name == "bash":
+		return event.Event{Type: event.ToolCallResult, ToolCallID: id,
+			Content: jsonString(commandResult{ExitCode: p.State.Metadata.Exit, Output: p.State.Output}),
+			IsError: p.State.Metadata.Exit != nil && *p.State.Metadata.Exit != 0}
+	default:
+		return event.Event{Type: event.ToolCallResult, ToolCallID: id, Content: p.State.Output}
+	}
 }
 
 // approval is the approval.requested event for a tool call OpenCode
@@ -178,6 +198,9 @@ func approval(tool string, raw json.RawMessage) event.Event {
 }
 
 func (t *translator) End(code int) []event.Event {
+	if t.server != nil {
+		return t.server.End(code)
+	}
 	c := code
 	if code == 0 && t.errMsg == "" {
 		return []event.Event{{Type: event.RunFinished, ThreadID: t.run.ThreadID, RunID: t.run.RunID, ExitCode: &c}}

@@ -53,6 +53,20 @@ var fixtures = []struct {
 	{"real-resume", 0, "a resumed session keeps its id"},
 	{"hand-mixed", 0, "noise lines, empty parts, a tool without input, a rejected webfetch, a session change, an unknown event"},
 	{"hand-error-exit-0", 0, "an error event with exit 0 still ends the run with RUN_ERROR"},
+	// Server mode (option mode=server): serve-client.js's journal of
+	// `opencode serve` events, captured the same way.
+	{"real-server-text", 0, "server mode: text as deltas, session.started from corral.session"},
+	{"real-server-reasoning", 0, "server mode: reasoning deltas, then text"},
+	{"real-server-command", 0, "server mode: a bash call opened when pending, args when running, its result, then the text"},
+	{"real-server-command-failed", 0, "server mode: a bash call that exits non-zero"},
+	{"real-server-write", 0, "server mode: the write tool"},
+	{"real-server-ask", 0, "server mode: permission.asked, the client rejects and records an ask: approval.requested"},
+	{"real-server-approved", 0, "server mode: the approved command runs"},
+	{"real-server-denied", 0, "server mode: a deny rule refuses the command, the model goes on"},
+	{"real-server-edit-asked", 0, "server mode: a file write the policy asks about: approval.requested of kind fileWrite"},
+	{"real-server-api-error", 1, "server mode: the endpoint answers 400: session.error, client exit 1"},
+	{"real-server-interrupted", 143, "server mode: stopped while the command runs: the open call gets an interrupted result"},
+	{"real-server-resume", 0, "server mode: a resumed session keeps its id"},
 }
 
 func TestGolden(t *testing.T) {
@@ -180,6 +194,11 @@ func FuzzTranslator(f *testing.F) {
 	}
 	f.Add([]byte(`{"type":"tool_use","part":{"tool":"bash","state":{"status":"error","error":"rejected permission","input":{"command":1}}}}`+"\n\xff{"), 0)
 	f.Add([]byte(`{"type":"error","error":null}`+"\n"+`{"type":"text","part":null}`), 3)
+	f.Add([]byte(`{"type":"corral.client","properties":{}}`+"\n"+`{"type":"message.part.delta","properties":{"partID":"p","field":"text","delta":"x"}}`+"\n"+
+		`{"type":"message.part.updated","properties":{"part":{"type":"tool","callID":"c","state":{"status":"error","input":[1]}}}}`+"\n"+
+		`{"type":"corral.permission","properties":{"decision":"ask","tool":null}}`+"\n"+`{"type":"session.error","properties":{"error":null}}`), 0)
+	f.Add([]byte(`{"type":"corral.client"}`+"\n"+`{"type":"message.part.updated","properties":{"part":{"id":"p","type":"text","text":"ab","time":{"end":1}}}}`+"\n"+
+		`{"type":"message.part.delta","properties":{"partID":"p","field":"text","delta":"c"}}`+"\n"+`{"type":"corral.permission","properties":[]}`), 0)
 	f.Fuzz(func(t *testing.T, journal []byte, exit int) {
 		evs := translate(journal, exit)
 		checkInvariants(t, evs)

@@ -317,7 +317,12 @@ func TestRealClaudeProjection(t *testing.T) {
 		marker = "corral-skill-marker-41d7a3"
 		answer = "projection checked"
 	)
-	srv := fakemodel.New(t, fakemodel.Say(answer))
+	// The model calls the stdio server's tool, then answers: the server is
+	// usable, not only listed.
+	srv := fakemodel.New(t, fakemodel.Script{Turns: []fakemodel.Turn{
+		{Tool: &fakemodel.ToolCall{Name: "mcp__probe__" + mcpstub.ToolName("probe"), Input: json.RawMessage(`{}`)}},
+		{Text: answer},
+	}})
 	remote := mcpstub.NewHTTP(t, "remote")
 	base, journals := t.TempDir(), filepath.Join(t.TempDir(), "journals")
 	p, err := local.New(local.Options{BaseDir: base})
@@ -364,9 +369,13 @@ func TestRealClaudeProjection(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var text string
+	var text, called, result string
 	for _, e := range evs {
 		switch {
+		case e.Type == event.ToolCallStart:
+			called = e.ToolCallName
+		case e.Type == event.ToolCallResult:
+			result = e.Content
 		case e.Type == event.TextMessageContent:
 			text += e.Delta
 		case e.Type == event.Custom && e.Name == event.FileChanged:
@@ -382,6 +391,10 @@ func TestRealClaudeProjection(t *testing.T) {
 	}
 	if text != answer {
 		t.Errorf("text %q, want %q", text, answer)
+	}
+	t.Logf("MCP tool call %s → %s", called, result)
+	if called != "mcp__probe__"+mcpstub.ToolName("probe") || !strings.Contains(result, "probed "+mcpstub.Digest(token)) {
+		t.Errorf("MCP tool call %q → %q, want mcp__probe__%s → probed %s", called, result, mcpstub.ToolName("probe"), mcpstub.Digest(token))
 	}
 
 	reqs := srv.ModelRequests()

@@ -70,6 +70,14 @@
 // InvalidArgument, never quoting a secret value). codex namespaces a
 // server's tools as mcp__NAME.
 //
+// Tool calls: codex runs with approval_policy "never", under which it
+// refuses every MCP tool call ("MCP tool call requires approval") unless
+// the server's default_tools_approval_mode is "approve". A server whose
+// tools the policy allows (no policy, a default of allow, or an answer for
+// approval id "codex:tool:mcp__NAME" in Options["approvals"]) gets it;
+// calls to any other server are refused by codex itself (an error result;
+// no approval.requested is raised for them).
+//
 // # Options
 //
 //   - "executable": the codex binary (default "codex" on PATH).

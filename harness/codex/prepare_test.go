@@ -363,9 +363,10 @@ func TestPrepareMCP(t *testing.T) {
 	// What codex must end up with, whichever way it is passed.
 	wantServers := map[string]any{
 		"probe": map[string]any{"command": "node", "args": []any{"/srv/stub.js", "probe"},
-			"env": map[string]any{"MODE": "test"}, "env_vars": []any{"PROBE_TOKEN"}},
+			"env": map[string]any{"MODE": "test"}, "env_vars": []any{"PROBE_TOKEN"}, "default_tools_approval_mode": "approve"},
 		"remote_1": map[string]any{"url": "https://mcp.example/api",
-			"http_headers": map[string]any{"X.Trace": "on"}, "env_http_headers": map[string]any{"Authorization": "CORRAL_MCP_VALUE_0"}},
+			"http_headers": map[string]any{"X.Trace": "on"}, "env_http_headers": map[string]any{"Authorization": "CORRAL_MCP_VALUE_0"},
+			"default_tools_approval_mode": "approve"},
 	}
 	wantEnv := map[string]string{"PROBE_TOKEN": mcpToken, "CORRAL_MCP_VALUE_0": "Bearer " + mcpHeader}
 	for _, auth := range []harness.Auth{harness.AuthAPIKey, harness.AuthHost} {
@@ -410,8 +411,8 @@ func TestPrepareMCP(t *testing.T) {
 				}
 				cfgDoc = string(b)
 			} else {
-				if overrides != 7 {
-					t.Errorf("%d -c mcp_servers overrides, want 7: %q", overrides, inv.Command.Args)
+				if overrides != 9 {
+					t.Errorf("%d -c mcp_servers overrides, want 9: %q", overrides, inv.Command.Args)
 				}
 				if _, err := os.Stat(req.RunDir); !os.IsNotExist(err) {
 					t.Error("host auth wrote a run directory")
@@ -532,6 +533,30 @@ func TestPrepareSkills(t *testing.T) {
 				if entries, _ := os.ReadDir(req.Env["HOME"]); len(entries) > 0 {
 					t.Errorf("host auth wrote into HOME: %v", entries)
 				}
+			}
+		})
+	}
+}
+
+func TestMCPToolsAllowed(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		policy    *sandbox.Policy
+		approvals string
+		want      bool
+	}{
+		{"NoPolicy", nil, "", true},
+		{"DefaultAllow", &sandbox.Policy{Default: sandbox.Allow}, "", true},
+		{"DefaultDeny", &sandbox.Policy{Default: sandbox.Deny}, "", false},
+		{"AskUnanswered", &sandbox.Policy{Default: sandbox.Ask}, "", false},
+		{"AskApproved", &sandbox.Policy{Default: sandbox.Ask}, `{"codex:tool:mcp__docs":true}`, true},
+		{"AskDenied", &sandbox.Policy{Default: sandbox.Ask}, `{"codex:tool:mcp__docs":false}`, false},
+		{"AnswerForAnotherServer", &sandbox.Policy{Default: sandbox.Ask}, `{"codex:tool:mcp__other":true}`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := harness.Request{Policy: c.policy, Options: map[string]string{harness.OptionApprovals: c.approvals}}
+			if got := toolsAllowed(req, "docs"); got != c.want {
+				t.Errorf("toolsAllowed = %v, want %v", got, c.want)
 			}
 		})
 	}

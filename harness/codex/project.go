@@ -3,6 +3,7 @@ package codex
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"path"
 	"regexp"
 	"strings"
@@ -128,9 +129,29 @@ func planMCP(req harness.Request) (mcpPlan, error) {
 				kvs = append(kvs, tomlKV{"env_http_headers", tomlTable(fromEnv)})
 			}
 		}
+		if toolsAllowed(req, s.Name) {
+			kvs = append(kvs, tomlKV{"default_tools_approval_mode", `"approve"`})
+		}
 		plan.servers = append(plan.servers, mcpServer{name: s.Name, kvs: kvs})
 	}
 	return plan, nil
+}
+
+// toolsAllowed reports whether the policy lets the agent call the tools of
+// MCP server name: no policy, or a tool decision (approval id
+// "codex:tool:mcp__NAME") of allow, by the policy's default or an answer in
+// Options["approvals"]. Codex runs with approval_policy "never", under
+// which it refuses every MCP tool call ("MCP tool call requires approval")
+// unless the server's default_tools_approval_mode is "approve"; so an
+// allowed server gets that, and any other is refused by codex itself.
+func toolsAllowed(req harness.Request, name string) bool {
+	if req.Policy == nil {
+		return true
+	}
+	var decisions map[string]bool
+	_ = json.Unmarshal([]byte(req.Options[harness.OptionApprovals]), &decisions)
+	res := req.Policy.Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: sandbox.ApproveTool, Target: "mcp__" + name}, req.Scripts, decisions)
+	return res.Decision == sandbox.Allow
 }
 
 // toml writes the servers as config.toml tables.

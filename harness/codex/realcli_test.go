@@ -207,7 +207,7 @@ func testRealProjection(t *testing.T, bin string, auth harness.Auth) {
 		token  = "probe-token-secret-93be1d"
 		marker = "corral-skill-marker-5e0a7c"
 	)
-	srv := fakemodel.New(t, fakemodel.Say("done"))
+	srv := fakemodel.New(t, fakemodel.Script{Turns: []fakemodel.Turn{{Tool: &fakemodel.ToolCall{Name: mcpstub.ToolName("probe"), Namespace: "mcp__probe", Input: json.RawMessage(`{}`)}}, {Text: "done"}}})
 	base := t.TempDir()
 	p, err := local.New(local.Options{BaseDir: base})
 	if err != nil {
@@ -261,10 +261,23 @@ func testRealProjection(t *testing.T, bin string, auth harness.Auth) {
 	if last := evs[len(evs)-1]; last.Type != event.RunFinished {
 		t.Fatalf("last event %s %s, want RUN_FINISHED", last.Type, last.Message)
 	}
+	var called, result string
 	for _, e := range evs {
 		if s := string(e.Marshal()); strings.Contains(s, token) || strings.Contains(s, canaryKey) {
 			t.Fatalf("a secret leaked into an event: %s", s)
 		}
+		switch e.Type {
+		case event.ToolCallStart:
+			called = e.ToolCallName
+		case event.ToolCallResult:
+			result = e.Content
+		}
+	}
+	// The model called the stdio server's tool (codex namespaces it
+	// mcp__probe): the server is usable, not only listed.
+	t.Logf("MCP tool call %s → %s", called, result)
+	if called != "mcp__probe__"+mcpstub.ToolName("probe") || !strings.Contains(result, "probed "+mcpstub.Digest(token)) {
+		t.Errorf("MCP tool call %q → %q, want mcp__probe__%s → probed %s", called, result, mcpstub.ToolName("probe"), mcpstub.Digest(token))
 	}
 	reqs := srv.ModelRequests()
 	if len(reqs) == 0 {

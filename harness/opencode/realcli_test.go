@@ -286,7 +286,13 @@ func TestRealOpenCodeProjection(t *testing.T) {
 	)
 	escaped := strings.Trim(jsonText(token), `"`)
 	leaks := func(s string) bool { return strings.Contains(s, token) || strings.Contains(s, escaped) }
-	f := newWorkspaceFixture(t, fakemodel.Say("done"), nil, map[string]string{"PROBE_TOKEN": token}, func(ws *sandbox.Workspace) {
+	// The model calls the server's tool, then answers: the server is
+	// usable, not only listed.
+	script := fakemodel.Script{Turns: []fakemodel.Turn{
+		{Tool: &fakemodel.ToolCall{Name: "probe_" + mcpstub.ToolName("probe"), Input: json.RawMessage(`{}`)}},
+		{Text: "done"},
+	}}
+	f := newWorkspaceFixture(t, script, nil, map[string]string{"PROBE_TOKEN": token}, func(ws *sandbox.Workspace) {
 		ws.Skills = []sandbox.Skill{{Path: "skills/probe/SKILL.md", Content: "---\nname: probe\ndescription: " + marker + "\n---\n\nSay probe.\n"}}
 		ws.Instructions = "Always mention " + instructionsMarker + "."
 		ws.MCPServers = []sandbox.MCPServer{{Name: "probe", Command: "node", Args: []string{mcpstub.Write(t), "probe"},
@@ -296,6 +302,19 @@ func TestRealOpenCodeProjection(t *testing.T) {
 	s := summarize(t, evs)
 	if s.last.Type != event.RunFinished || s.text != "done" {
 		t.Fatalf("last event %s %s, text %q: want RUN_FINISHED and done", s.last.Type, s.last.Message, s.text)
+	}
+	var called, result string
+	for _, e := range evs {
+		switch e.Type {
+		case event.ToolCallStart:
+			called = e.ToolCallName
+		case event.ToolCallResult:
+			result = e.Content
+		}
+	}
+	t.Logf("MCP tool call %s → %s", called, result)
+	if called != "probe_"+mcpstub.ToolName("probe") || !strings.Contains(result, "probed "+mcpstub.Digest(token)) {
+		t.Errorf("MCP tool call %q → %q, want probe_%s → probed %s", called, result, mcpstub.ToolName("probe"), mcpstub.Digest(token))
 	}
 	for _, e := range evs {
 		if leaks(string(e.Marshal())) {
@@ -316,6 +335,7 @@ func TestRealOpenCodeProjection(t *testing.T) {
 	for _, r := range reqs {
 		if strings.Contains(string(r.Body), "say done") && strings.Contains(string(r.Body), `"tools"`) {
 			body = r
+			break
 		}
 	}
 	if body.Body == nil {

@@ -104,6 +104,9 @@ type Turn struct {
 type ToolCall struct {
 	Name  string
 	Input json.RawMessage
+	// Namespace is the Responses API namespace of a tool declared inside
+	// one (codex puts an MCP server's tools in "mcp__<server>").
+	Namespace string
 }
 
 // APIError is an error reply.
@@ -281,8 +284,9 @@ type reply struct {
 }
 
 type resolvedTool struct {
-	name  string
-	input string // JSON
+	name      string
+	namespace string // Responses API only
+	input     string // JSON
 }
 
 // tool is a tool a request declares.
@@ -304,7 +308,7 @@ func (s *Server) resolve(n int, tools []tool) reply {
 		if in == "" {
 			in = "{}"
 		}
-		rp.tool = &resolvedTool{name: t.Tool.Name, input: in}
+		rp.tool = &resolvedTool{name: t.Tool.Name, namespace: t.Tool.Namespace, input: in}
 	case t.Command != "":
 		if len(tools) == 0 {
 			return reply{turn: -1, text: s.script.SideText}

@@ -139,11 +139,12 @@ func (s *Server) openAIResponses(w http.ResponseWriter, r *http.Request, body []
 			})
 		} else {
 			id := "fc_fake_" + suffix
-			items = append(items, item{
-				added: map[string]any{"id": id, "type": "function_call", "status": "in_progress", "call_id": callID, "name": rp.tool.name, "arguments": ""},
-				done:  map[string]any{"id": id, "type": "function_call", "status": "completed", "call_id": callID, "name": rp.tool.name, "arguments": rp.tool.input},
-				parts: chunks(rp.tool.input, s.script.ChunkSize),
-			})
+			added := map[string]any{"id": id, "type": "function_call", "status": "in_progress", "call_id": callID, "name": rp.tool.name, "arguments": ""}
+			done := map[string]any{"id": id, "type": "function_call", "status": "completed", "call_id": callID, "name": rp.tool.name, "arguments": rp.tool.input}
+			if rp.tool.namespace != "" {
+				added["namespace"], done["namespace"] = rp.tool.namespace, rp.tool.namespace
+			}
+			items = append(items, item{added: added, done: done, parts: chunks(rp.tool.input, s.script.ChunkSize)})
 			out += tokens(len(rp.tool.input))
 		}
 	}

@@ -40,12 +40,7 @@ type serverProps struct {
 		ID   string `json:"id"`
 		Role string `json:"role"`
 	} `json:"info"`
-	Error *struct {
-		Name string `json:"name"`
-		Data struct {
-			Message string `json:"message"`
-		} `json:"data"`
-	} `json:"error"`
+	Error *apiError `json:"error"`
 	// corral.error
 	Message string `json:"message"`
 	// corral.permission
@@ -176,16 +171,7 @@ func (t *serverTranslator) Line(b []byte) []event.Event {
 		}
 		return append(out, t.part(p.Part)...)
 	case "session.error":
-		msg := "opencode reported an error"
-		if p.Error != nil {
-			switch {
-			case p.Error.Data.Message != "":
-				msg = p.Error.Data.Message
-			case p.Error.Name != "":
-				msg = p.Error.Name
-			}
-		}
-		t.fail(msg)
+		t.fail(p.Error.message())
 	}
 	return out
 }

@@ -18,15 +18,32 @@ const rejectedMarker = "rejected permission"
 
 // line is one event of `opencode run --format json`.
 type line struct {
-	Type      string `json:"type"`
-	SessionID string `json:"sessionID"`
-	Part      *part  `json:"part"`
-	Error     *struct {
-		Name string `json:"name"`
-		Data struct {
-			Message string `json:"message"`
-		} `json:"data"`
-	} `json:"error"`
+	Type      string    `json:"type"`
+	SessionID string    `json:"sessionID"`
+	Part      *part     `json:"part"`
+	Error     *apiError `json:"error"`
+}
+
+// apiError is an error OpenCode reports (in run mode's error lines and the
+// server's session.error).
+type apiError struct {
+	Name string `json:"name"`
+	Data struct {
+		Message string `json:"message"`
+	} `json:"data"`
+}
+
+// message is the error's text: its message, else its name, else a
+// generic one.
+func (e *apiError) message() string {
+	switch {
+	case e == nil:
+	case e.Data.Message != "":
+		return e.Data.Message
+	case e.Name != "":
+		return e.Name
+	}
+	return "opencode reported an error"
 }
 
 // part is an OpenCode message part (text, reasoning, tool, step-*).
@@ -116,15 +133,7 @@ func (t *translator) Line(b []byte) []event.Event {
 		}
 		return append(out, t.tool(l.Part)...)
 	case "error":
-		msg := "opencode reported an error"
-		if l.Error != nil {
-			switch {
-			case l.Error.Data.Message != "":
-				msg = l.Error.Data.Message
-			case l.Error.Name != "":
-				msg = l.Error.Name
-			}
-		}
+		msg := l.Error.message()
 		if t.errMsg == "" {
 			t.errMsg = msg
 		} else {

@@ -75,8 +75,11 @@
 // the server's default_tools_approval_mode is "approve". A server whose
 // tools the policy allows (no policy, a default of allow, or an answer for
 // approval id "codex:tool:mcp__NAME" in Options["approvals"]) gets it;
-// calls to any other server are refused by codex itself (an error result;
-// no approval.requested is raised for them).
+// calls to any other server are refused by codex itself (an error result).
+// When the policy asks (default ask, no answer yet), the harness writes a
+// corral.mcp_ask line naming those servers before codex starts, and a
+// refused call then also raises approval.requested with that id, once per
+// server; answering it opens the server's tools in the thread's next run.
 //
 // # Options
 //
@@ -304,6 +307,13 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		delete(env, "OPENAI_API_KEY")
 		delete(env, "CODEX_API_KEY")
 		args = append([]string{"env", "-u", "OPENAI_API_KEY", "-u", "CODEX_API_KEY"}, args...)
+	}
+	if len(mcp.asks) > 0 {
+		// Tell the translator which servers' refused calls are asks (it
+		// raises approval.requested for them), then run codex in the same
+		// process.
+		note := jsonString(map[string]any{"type": mcpAskLine, "servers": mcp.asks})
+		args = append([]string{"sh", "-c", `printf '%s\n' "$1"; shift; exec "$@"`, "corral-codex", note}, args...)
 	}
 	cmd := sandbox.Command{Args: args, Env: env}
 	if err := cmd.Validate(); err != nil {

@@ -35,6 +35,7 @@ type mcpServer struct {
 type mcpPlan struct {
 	servers []mcpServer
 	env     map[string]string
+	asks    []string // servers whose tools the policy asks about, unanswered
 }
 
 // planMCP maps the request's MCP servers onto codex's mcp_servers tables.
@@ -129,8 +130,11 @@ func planMCP(req harness.Request) (mcpPlan, error) {
 				kvs = append(kvs, tomlKV{"env_http_headers", tomlTable(fromEnv)})
 			}
 		}
-		if toolsAllowed(req, s.Name) {
+		switch res := toolsDecision(req, s.Name); {
+		case res.Decision == sandbox.Allow:
 			kvs = append(kvs, tomlKV{"default_tools_approval_mode", `"approve"`})
+		case res.NeedsApproval:
+			plan.asks = append(plan.asks, s.Name)
 		}
 		plan.servers = append(plan.servers, mcpServer{name: s.Name, kvs: kvs})
 	}
@@ -145,13 +149,18 @@ func planMCP(req harness.Request) (mcpPlan, error) {
 // unless the server's default_tools_approval_mode is "approve"; so an
 // allowed server gets that, and any other is refused by codex itself.
 func toolsAllowed(req harness.Request, name string) bool {
+	return toolsDecision(req, name).Decision == sandbox.Allow
+}
+
+// toolsDecision is the policy's decision on the tools of MCP server name
+// (see toolsAllowed); NeedsApproval when it asks and nobody answered yet.
+func toolsDecision(req harness.Request, name string) sandbox.Resolution {
 	if req.Policy == nil {
-		return true
+		return sandbox.Resolution{Decision: sandbox.Allow}
 	}
 	var decisions map[string]bool
 	_ = json.Unmarshal([]byte(req.Options[harness.OptionApprovals]), &decisions)
-	res := req.Policy.Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: sandbox.ApproveTool, Target: "mcp__" + name}, req.Scripts, decisions)
-	return res.Decision == sandbox.Allow
+	return req.Policy.Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: sandbox.ApproveTool, Target: "mcp__" + name}, req.Scripts, decisions)
 }
 
 // toml writes the servers as config.toml tables.

@@ -366,3 +366,76 @@ func findTool(tools []json.RawMessage, name string) (string, bool) {
 
 // instructionsMarker is in the projection test's workspace instructions.
 const instructionsMarker = "corral-instructions-marker-c4d1"
+
+// TestRealCodexMCPApproval: the policy asks before the agent calls an MCP
+// server's tools. The first run's call is refused and raises
+// approval.requested (codex:tool:mcp__probe); the run that carries the
+// answer gets the tool's result.
+func TestRealCodexMCPApproval(t *testing.T) {
+	bin := agentBin(t, "codex")
+	if _, err := exec.LookPath("node"); err != nil {
+		testutil.Unavailable(t, "node is not installed (the MCP stub needs it)")
+	}
+	const token = "probe-token-approval-2c81"
+	srv := fakemodel.New(t, fakemodel.Script{Turns: []fakemodel.Turn{
+		{Tool: &fakemodel.ToolCall{Name: mcpstub.ToolName("probe"), Namespace: "mcp__probe", Input: json.RawMessage(`{}`)}},
+		{Text: "done"},
+	}})
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": canaryKey, "PROBE_TOKEN": token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := &sandbox.Definition{ID: "d", Provider: p, Policy: &sandbox.Policy{Default: sandbox.Ask}, Workspace: &sandbox.Workspace{
+		MCPServers: []sandbox.MCPServer{{Name: "probe", Command: "node", Args: []string{mcpstub.Write(t), "probe"},
+			Env: map[string]string{mcpstub.TokenEnv: "${secret:PROBE_TOKEN}"}}},
+		Secrets: secrets,
+	}}
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{codex.Harness{}}, run.Options{PollInterval: 50 * time.Millisecond, JournalDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := func(thread string, approvals map[string]bool) (results []string, asked []event.Approval) {
+		t.Helper()
+		// policy=best-effort: a default of ask cannot confine codex's
+		// commands (an allow-list), which the strict mode refuses.
+		evs := runToEnd(t, ctx, r, run.StartRequest{Definition: "d", Thread: thread, Harness: codex.Name, Prompt: "call the probe", Model: fakemodel.ModelID,
+			Options:   map[string]string{codex.OptExecutable: bin, codex.OptBaseURL: srv.OpenAIURL(), codex.OptSessionsDir: t.TempDir(), codex.OptPolicy: "best-effort"},
+			Approvals: approvals})
+		for _, e := range evs {
+			switch {
+			case e.Type == event.ToolCallResult:
+				results = append(results, e.Content)
+			case e.Type == event.Custom && e.Name == event.ApprovalRequested:
+				var a event.Approval
+				if err := json.Unmarshal(e.Value, &a); err != nil {
+					t.Fatal(err)
+				}
+				asked = append(asked, a)
+			}
+		}
+		return results, asked
+	}
+	results, asked := start("a", nil)
+	t.Logf("first run: results %q, approvals %+v", results, asked)
+	want := sandbox.ApprovalID(codex.Name, sandbox.ApproveTool, "mcp__probe")
+	if len(asked) != 1 || asked[0].ID != want {
+		t.Fatalf("approvals %+v, want one for %s", asked, want)
+	}
+	if len(results) != 1 || !strings.Contains(results[0], "requires approval") {
+		t.Errorf("the unanswered call should be refused: %q", results)
+	}
+	results, asked = start("b", map[string]bool{want: true})
+	t.Logf("answered run: results %q, approvals %+v", results, asked)
+	if len(asked) != 0 || len(results) != 1 || !strings.Contains(results[0], "probed "+mcpstub.Digest(token)) {
+		t.Errorf("with the answer: results %q, approvals %+v; want the tool's result and no approval", results, asked)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/sandbox"
 )
 
 // ErrorEvent is the CUSTOM event for codex's non-fatal errors (value
@@ -85,6 +86,11 @@ type translator struct {
 	order   []string // codex item ids, in the order they opened
 	failed  string   // the failed turn's message
 	lastErr string   // the last top-level error's message (says why codex gave up)
+	// askServers are the MCP servers whose tools the policy asks about
+	// (from the harness's corral.mcp_ask line); asked, those already
+	// turned into approval.requested.
+	askServers map[string]bool
+	asked      map[string]bool
 }
 
 func newTranslator(run harness.Run) *translator {
@@ -125,8 +131,39 @@ func (t *translator) Line(b []byte) []event.Event {
 	case "error":
 		t.lastErr = l.Message
 		return []event.Event{event.CustomEvent(ErrorEvent, map[string]string{"message": l.Message})}
+	case mcpAskLine:
+		var a struct {
+			Servers []string `json:"servers"`
+		}
+		if json.Unmarshal(b, &a) == nil {
+			if t.askServers == nil {
+				t.askServers, t.asked = map[string]bool{}, map[string]bool{}
+			}
+			for _, s := range a.Servers {
+				t.askServers[s] = true
+			}
+		}
 	}
 	return nil
+}
+
+// mcpAskLine is the line the harness writes before codex starts, naming
+// the MCP servers whose tools the policy asks about.
+const mcpAskLine = "corral.mcp_ask"
+
+// mcpApproval returns the approval.requested event for a refused call of
+// an asked-about server's tool, once per server.
+func (t *translator) mcpApproval(it item) []event.Event {
+	if it.Type != "mcp_tool_call" || it.Error == nil || !t.askServers[it.Server] || t.asked[it.Server] ||
+		!strings.Contains(it.Error.Message, "requires approval") {
+		return nil
+	}
+	t.asked[it.Server] = true
+	target := "mcp__" + it.Server
+	return []event.Event{event.CustomEvent(event.ApprovalRequested, event.Approval{
+		ID: sandbox.ApprovalID(Name, sandbox.ApproveTool, target), Kind: string(sandbox.ApproveTool), Target: target,
+		Title: "call the tools of MCP server " + it.Server,
+	})}
 }
 
 func (t *translator) item(done bool, it item) []event.Event {
@@ -219,7 +256,8 @@ func (t *translator) tool(done bool, it item) []event.Event {
 	}
 	content, isErr := toolResult(it)
 	t.forget(it.ID)
-	return append(out, event.Event{Type: event.ToolCallResult, ToolCallID: o.id, Content: content, IsError: isErr})
+	out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: o.id, Content: content, IsError: isErr})
+	return append(out, t.mcpApproval(it)...)
 }
 
 func toolCall(it item) (name, args string) {

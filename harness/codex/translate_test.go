@@ -221,3 +221,30 @@ func FuzzTranslator(f *testing.F) {
 		}
 	})
 }
+
+func TestMCPAskBecomesApproval(t *testing.T) {
+	refused := func(id, server string) string {
+		return `{"type":"item.completed","item":{"id":"` + id + `","type":"mcp_tool_call","server":"` + server + `","tool":"t","arguments":{},"status":"failed","error":{"message":"MCP tool call requires approval, but approval policy is never"}}}`
+	}
+	tr := Harness{}.Translator(harness.Run{RunID: "r", ThreadID: "th"})
+	var approvals []string
+	for _, l := range []string{
+		`{"type":"corral.mcp_ask","servers":["docs"]}`,
+		refused("i1", "docs"),
+		refused("i2", "docs"),  // the same server again: asked once
+		refused("i3", "other"), // not asked about (the policy denies it): no approval
+	} {
+		for _, e := range tr.Line([]byte(l)) {
+			if e.Type == event.Custom && e.Name == event.ApprovalRequested {
+				var a event.Approval
+				if err := json.Unmarshal(e.Value, &a); err != nil {
+					t.Fatal(err)
+				}
+				approvals = append(approvals, a.ID)
+			}
+		}
+	}
+	if len(approvals) != 1 || approvals[0] != "codex:tool:mcp__docs" {
+		t.Errorf("approvals %q, want one for codex:tool:mcp__docs", approvals)
+	}
+}

@@ -278,6 +278,12 @@ func TestRealOpenCodeDenied(t *testing.T) {
 // skill and the server's tool, the server got the secret, and the secret
 // is in no request, event or file.
 func TestRealOpenCodeProjection(t *testing.T) {
+	for _, mode := range []string{opencode.ModeRun, opencode.ModeServer} {
+		t.Run(mode, func(t *testing.T) { testRealProjection(t, mode) })
+	}
+}
+
+func testRealProjection(t *testing.T, mode string) {
 	const (
 		// A quote and a backslash: opencode pastes {env:NAME} into its
 		// configuration's JSON text unescaped.
@@ -298,7 +304,7 @@ func TestRealOpenCodeProjection(t *testing.T) {
 		ws.MCPServers = []sandbox.MCPServer{{Name: "probe", Command: "node", Args: []string{mcpstub.Write(t), "probe"},
 			Env: map[string]string{mcpstub.TokenEnv: "${secret:PROBE_TOKEN}"}}}
 	})
-	evs := f.run(t, testCtx(t), "t", "say done", nil)
+	evs := f.run(t, testCtx(t), "t", "say done", map[string]string{opencode.OptMode: mode})
 	s := summarize(t, evs)
 	if s.last.Type != event.RunFinished || s.text != "done" {
 		t.Fatalf("last event %s %s, text %q: want RUN_FINISHED and done", s.last.Type, s.last.Message, s.text)

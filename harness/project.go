@@ -158,15 +158,14 @@ const MCPValuePrefix = "CORRAL_MCP_VALUE_"
 // reference them. The zero value is not usable: see NewSecretEnv.
 type SecretEnv struct {
 	secrets sandbox.Secrets
-	prefix  string
 	// Env holds the variables to add to the agent's environment.
 	Env map[string]string
 }
 
-// NewSecretEnv returns a SecretEnv whose variables are named prefix0,
-// prefix1, … (say MCPValuePrefix).
-func NewSecretEnv(secrets sandbox.Secrets, prefix string) *SecretEnv {
-	return &SecretEnv{secrets: secrets, prefix: prefix, Env: map[string]string{}}
+// NewSecretEnv returns a SecretEnv whose variables are named
+// MCPValuePrefix0, MCPValuePrefix1, ….
+func NewSecretEnv(secrets sandbox.Secrets) *SecretEnv {
+	return &SecretEnv{secrets: secrets, Env: map[string]string{}}
 }
 
 // Ref returns v unchanged when it names no secret. Otherwise it expands v
@@ -190,7 +189,7 @@ func (s *SecretEnv) Var(v string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	name := s.prefix + strconv.Itoa(len(s.Env))
+	name := MCPValuePrefix + strconv.Itoa(len(s.Env))
 	s.Env[name] = x
 	return name, nil
 }

@@ -82,7 +82,7 @@ func TestFindAndLinkSkills(t *testing.T) {
 
 func TestSecretEnv(t *testing.T) {
 	secrets, _ := sandbox.NewSecrets(map[string]string{"TOK": "t0k"})
-	se := harness.NewSecretEnv(secrets, harness.MCPValuePrefix)
+	se := harness.NewSecretEnv(secrets)
 	ref := func(n string) string { return "${" + n + "}" }
 	if v, err := se.Ref("plain", ref); err != nil || v != "plain" || len(se.Env) != 0 {
 		t.Errorf("a plain value stays: %q, %v, %v", v, err, se.Env)

@@ -39,7 +39,7 @@ func claudeScript() fakemodel.Script {
 // same script: the same events with the same ids, nothing repeated,
 // nothing lost.
 func TestClaudeCrashTakeover(t *testing.T) {
-	bin := agentBinary(t, "claude")
+	bin := testutil.AgentBin(t, "claude")
 	if !harnessRegistered(t, "claude-code") {
 		t.Skip("this corral has no claude-code harness registered (cmd/corral/harnesses.go)")
 	}
@@ -70,21 +70,6 @@ func TestClaudeCrashTakeover(t *testing.T) {
 			}
 		})
 	}
-}
-
-// agentBinary finds an npm-installed agent CLI, or skips (fails under
-// CI=true) naming scripts/setup-agents.sh.
-func agentBinary(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("CORRAL_AGENTS_DIR")
-	if dir == "" {
-		dir = "/opt/corral-agents"
-	}
-	bin := filepath.Join(dir, "node_modules", ".bin", name)
-	if _, err := os.Stat(bin); err != nil {
-		testutil.Unavailable(t, name+" is not installed at "+bin+": run scripts/setup-agents.sh")
-	}
-	return bin
 }
 
 // harnessRegistered reports whether "corral run --harness" lists name.

@@ -22,11 +22,6 @@ const (
 	// pluginName is the name of the per-run plugin that carries the
 	// workspace's skills: the model sees them as "corral-workspace:<skill>".
 	pluginName = "corral-workspace"
-	// mcpValuePrefix names the environment variables that carry MCP
-	// configuration values (secret ones, and any holding "${"): the config
-	// file references them as ${CORRAL_MCP_VALUE_0}, … (see
-	// harness.MCPValuePrefix for why not SECRET).
-	mcpValuePrefix = harness.MCPValuePrefix
 )
 
 // checkMCPServers validates the workspace's servers and refuses the name

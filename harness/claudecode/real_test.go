@@ -27,21 +27,6 @@ import (
 
 var record = flag.Bool("record", false, "run the real claude against the fake model and rewrite the testdata/real-*.ndjson captures")
 
-// claudeBin returns the npm-installed claude, or skips (fails under
-// CI=true) when it is missing.
-func claudeBin(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("CORRAL_AGENTS_DIR")
-	if dir == "" {
-		dir = "/opt/corral-agents"
-	}
-	bin := filepath.Join(dir, "node_modules", ".bin", "claude")
-	if _, err := os.Stat(bin); err != nil {
-		testutil.Unavailable(t, "claude is not installed at "+bin+": run scripts/setup-agents.sh")
-	}
-	return bin
-}
-
 // quietEnv keeps the CLI off the network beyond the fake model and out of
 // the real home directory.
 func quietEnv(t *testing.T) map[string]string {
@@ -97,7 +82,7 @@ func TestRecordCaptures(t *testing.T) {
 	if !*record {
 		t.Skip("run with -record to re-record the captures")
 	}
-	bin := claudeBin(t)
+	bin := testutil.AgentBin(t, "claude")
 	for _, c := range captures {
 		t.Run(c.name, func(t *testing.T) {
 			srv := fakemodel.New(t, c.script)
@@ -150,7 +135,7 @@ func testCtx(t *testing.T) context.Context {
 // command (allowed by the policy through the permission tool), then
 // answers; a second run in the thread resumes the session.
 func TestRealClaudeThroughRunner(t *testing.T) {
-	bin := claudeBin(t)
+	bin := testutil.AgentBin(t, "claude")
 	srv := fakemodel.New(t, fakemodel.Script{Turns: []fakemodel.Turn{
 		{Command: "echo hello > made.txt"},
 		{Text: "done"},
@@ -304,7 +289,7 @@ func follow(t *testing.T, r *run.Runner, ctx context.Context, id string) []event
 // the config file. The secrets show nowhere, nothing is written into the
 // workspace, and the run directory is gone afterwards.
 func TestRealClaudeProjection(t *testing.T) {
-	bin := claudeBin(t)
+	bin := testutil.AgentBin(t, "claude")
 	if _, err := exec.LookPath("node"); err != nil {
 		testutil.Unavailable(t, "node is not installed (the MCP stub server needs it)")
 	}

@@ -1,7 +1,6 @@
 package codex_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,16 +11,14 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/codex"
+	"github.com/d10ffeed/corral/harness/harnesstest"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/local"
@@ -37,7 +34,7 @@ func TestCaptureFixtures(t *testing.T) {
 	if !*capture {
 		t.Skip("run with -capture to record the real-* fixtures")
 	}
-	bin := agentBin(t, "codex")
+	bin := testutil.AgentBin(t, "codex")
 	apply := "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\nEOF\n"
 	cases := []struct {
 		name   string
@@ -89,62 +86,17 @@ func TestCaptureFixtures(t *testing.T) {
 				RunDir:  filepath.Join(t.TempDir(), "run.d"),
 				Options: map[string]string{codex.OptExecutable: bin, codex.OptBaseURL: base, codex.OptSessionsDir: sessions}}
 			if c.resume != "" {
-				out := runCaptured(t, ctx, h, req, "")
+				out := harnesstest.Capture(t, ctx, codex.Harness{}, h, req, "", 0)
 				req.Session = threadID(t, out)
 				req.Prompt = "again"
 			}
-			out := runCaptured(t, ctx, h, req, c.kill)
+			out := harnesstest.Capture(t, ctx, codex.Harness{}, h, req, c.kill, 300*time.Millisecond)
 			out = bytes.ReplaceAll(out, []byte(ws), []byte("/workspace"))
 			if err := os.WriteFile(filepath.Join("testdata", "real-"+c.name+".jsonl"), out, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
-}
-
-// runCaptured runs the prepared codex and returns its stdout; with kill
-// set, it kills codex once a line containing kill appeared.
-func runCaptured(t *testing.T, ctx context.Context, h sandbox.Handle, req harness.Request, kill string) []byte {
-	t.Helper()
-	inv, err := codex.Harness{}.Prepare(ctx, h, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, inv.Command.Args[0], inv.Command.Args[1:]...)
-	cmd.Dir = h.ID()
-	cmd.Env = os.Environ()
-	for k, v := range inv.Command.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdin = bytes.NewReader(inv.Stdin)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		out.Write(sc.Bytes())
-		out.WriteByte('\n')
-		if kill != "" && strings.Contains(sc.Text(), kill) {
-			// As a cancel does: SIGTERM to the process group, SIGKILL after a
-			// grace period.
-			kill = ""
-			time.Sleep(300 * time.Millisecond)
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-			time.AfterFunc(2*time.Second, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-		}
-	}
-	err = cmd.Wait()
-	t.Logf("codex exited: %v; stderr:\n%s", err, stderr.String())
-	return out.Bytes()
 }
 
 func threadID(t *testing.T, out []byte) string {

@@ -555,8 +555,8 @@ func TestMCPToolsAllowed(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			req := harness.Request{Policy: c.policy, Options: map[string]string{harness.OptionApprovals: c.approvals}}
-			if got := toolsAllowed(req, "docs"); got != c.want {
-				t.Errorf("toolsAllowed = %v, want %v", got, c.want)
+			if got := toolsDecision(req, "docs").Decision == sandbox.Allow; got != c.want {
+				t.Errorf("allowed = %v, want %v", got, c.want)
 			}
 		})
 	}

@@ -12,10 +12,6 @@ import (
 	"github.com/d10ffeed/corral/sandbox"
 )
 
-// MCPSecretPrefix names the variables that carry secret-bearing MCP header
-// values to codex (CORRAL_MCP_VALUE_0, ...).
-const MCPSecretPrefix = harness.MCPValuePrefix
-
 // reservedEnv are variables the harness sets or unsets itself; an MCP
 // server's secret-bearing env var may not take their names.
 var reservedEnv = map[string]bool{"CODEX_HOME": true, "CODEX_API_KEY": true, "OPENAI_API_KEY": true}
@@ -42,7 +38,7 @@ type mcpPlan struct {
 // Literal values are inline; a stdio env value naming a secret becomes a
 // variable of the same name in codex's environment, forwarded with
 // env_vars; a header naming a secret becomes a fresh variable
-// (MCPSecretPrefix) read with env_http_headers.
+// (harness.MCPValuePrefix) read with env_http_headers.
 func planMCP(req harness.Request) (mcpPlan, error) {
 	const op = "harness.codex"
 	plan := mcpPlan{env: map[string]string{}}
@@ -52,7 +48,7 @@ func planMCP(req harness.Request) (mcpPlan, error) {
 	if err := sandbox.ValidateMCPServers(req.MCPServers, req.Secrets); err != nil {
 		return plan, err
 	}
-	se := harness.NewSecretEnv(req.Secrets, MCPSecretPrefix)
+	se := harness.NewSecretEnv(req.Secrets)
 	owner := map[string]string{} // env var -> server that set it
 	setEnv := func(server, name, value string) error {
 		if reservedEnv[name] {
@@ -141,19 +137,13 @@ func planMCP(req harness.Request) (mcpPlan, error) {
 	return plan, nil
 }
 
-// toolsAllowed reports whether the policy lets the agent call the tools of
-// MCP server name: no policy, or a tool decision (approval id
-// "codex:tool:mcp__NAME") of allow, by the policy's default or an answer in
-// Options["approvals"]. Codex runs with approval_policy "never", under
-// which it refuses every MCP tool call ("MCP tool call requires approval")
-// unless the server's default_tools_approval_mode is "approve"; so an
-// allowed server gets that, and any other is refused by codex itself.
-func toolsAllowed(req harness.Request, name string) bool {
-	return toolsDecision(req, name).Decision == sandbox.Allow
-}
-
-// toolsDecision is the policy's decision on the tools of MCP server name
-// (see toolsAllowed); NeedsApproval when it asks and nobody answered yet.
+// toolsDecision is the policy's decision on the tools of MCP server name:
+// allow without a policy, else the decision on approval id
+// "codex:tool:mcp__NAME" (the policy's default, or an answer in
+// Options["approvals"]); NeedsApproval when it asks and nobody answered
+// yet. Codex runs with approval_policy "never", under which it refuses
+// every MCP tool call ("MCP tool call requires approval") unless the
+// server's default_tools_approval_mode is "approve".
 func toolsDecision(req harness.Request, name string) sandbox.Resolution {
 	if req.Policy == nil {
 		return sandbox.Resolution{Decision: sandbox.Allow}

@@ -27,23 +27,8 @@ import (
 // show up in an event.
 const canaryKey = "sk-corral-canary-4f1c9e"
 
-// agentBin returns the pinned CLI installed by scripts/setup-agents.sh, or
-// skips (fails under CI=true).
-func agentBin(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("CORRAL_AGENTS_DIR")
-	if dir == "" {
-		dir = "/opt/corral-agents"
-	}
-	bin := filepath.Join(dir, "node_modules", ".bin", name)
-	if _, err := os.Stat(bin); err != nil {
-		testutil.Unavailable(t, name+": not installed at "+bin+" (run scripts/setup-agents.sh)")
-	}
-	return bin
-}
-
 func TestRealCodexRun(t *testing.T) {
-	bin := agentBin(t, "codex")
+	bin := testutil.AgentBin(t, "codex")
 	srv := fakemodel.New(t, fakemodel.RunCommandThenSay("echo hello > made.txt", "done"))
 	p, err := local.New(local.Options{BaseDir: t.TempDir()})
 	if err != nil {
@@ -193,7 +178,7 @@ func contains(list []string, s string) bool {
 // digest of the secret the server found in its environment, while the
 // secret itself shows up nowhere else.
 func TestRealCodexProjection(t *testing.T) {
-	bin := agentBin(t, "codex")
+	bin := testutil.AgentBin(t, "codex")
 	if _, err := exec.LookPath("node"); err != nil {
 		testutil.Unavailable(t, "node is not installed (the MCP stub needs it)")
 	}
@@ -372,7 +357,7 @@ const instructionsMarker = "corral-instructions-marker-c4d1"
 // approval.requested (codex:tool:mcp__probe); the run that carries the
 // answer gets the tool's result.
 func TestRealCodexMCPApproval(t *testing.T) {
-	bin := agentBin(t, "codex")
+	bin := testutil.AgentBin(t, "codex")
 	if _, err := exec.LookPath("node"); err != nil {
 		testutil.Unavailable(t, "node is not installed (the MCP stub needs it)")
 	}

@@ -1,8 +1,6 @@
 package codex
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"flag"
 	"os"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/harnesstest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden event files in testdata")
@@ -21,134 +20,29 @@ var testRun = harness.Run{RunID: "run-1", ThreadID: "thread-1"}
 // translate feeds a whole journal (one event per line) and the exit code
 // through a fresh translator.
 func translate(journal []byte, exit int) []event.Event {
-	tr := Harness{}.Translator(testRun)
-	evs := tr.Begin()
-	sc := bufio.NewScanner(bytes.NewReader(journal))
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		evs = append(evs, tr.Line(sc.Bytes())...)
-	}
-	return append(evs, tr.End(exit)...)
+	return harnesstest.Translate(Harness{}, testRun, journal, exit)
 }
 
 // fixtures: real-* were captured from codex 0.171.0 against a scripted
 // endpoint (see capture_test.go); hand-* are written by hand.
-var fixtures = []struct {
-	name string
-	exit int
-	what string
-}{
-	{"real-text", 0, "thread start, a missing-metadata error item, one agent message, turn completed"},
-	{"real-reasoning", 0, "a reasoning item before the message"},
-	{"real-command", 0, "a command execution with its output and exit code, then the final text"},
-	{"real-command-failed", 0, "a command that exits non-zero: an error result"},
-	{"real-file-change", 0, "apply_patch reported as a file_change item"},
-	{"real-read-only", 0, "a write refused by the read-only sandbox: a failed command"},
-	{"real-forbidden", 0, "a command refused by an execpolicy rule: codex reports no item for it"},
-	{"real-reconnect", 0, "transient Reconnecting errors, then a successful turn"},
-	{"real-turn-failed", 1, "an API error: error event, turn.failed, exit 1"},
-	{"real-interrupted", 143, "codex killed while a command runs: the open call is closed as interrupted"},
-	{"real-resume", 0, "a resumed thread: thread.started repeats the previous thread id"},
-	{"hand-streaming", 0, "text and reasoning growing across item.updated, a type change, and noise lines"},
-	{"hand-tools", 0, "mcp, web search, todo list, a declined command and a completion without a start"},
-	{"hand-exit-without-turn", 1, "a non-zero exit after only transient errors"},
+var fixtures = []harnesstest.Fixture{
+	{Name: "real-text", Exit: 0, What: "thread start, a missing-metadata error item, one agent message, turn completed"},
+	{Name: "real-reasoning", Exit: 0, What: "a reasoning item before the message"},
+	{Name: "real-command", Exit: 0, What: "a command execution with its output and exit code, then the final text"},
+	{Name: "real-command-failed", Exit: 0, What: "a command that exits non-zero: an error result"},
+	{Name: "real-file-change", Exit: 0, What: "apply_patch reported as a file_change item"},
+	{Name: "real-read-only", Exit: 0, What: "a write refused by the read-only sandbox: a failed command"},
+	{Name: "real-forbidden", Exit: 0, What: "a command refused by an execpolicy rule: codex reports no item for it"},
+	{Name: "real-reconnect", Exit: 0, What: "transient Reconnecting errors, then a successful turn"},
+	{Name: "real-turn-failed", Exit: 1, What: "an API error: error event, turn.failed, exit 1"},
+	{Name: "real-interrupted", Exit: 143, What: "codex killed while a command runs: the open call is closed as interrupted"},
+	{Name: "real-resume", Exit: 0, What: "a resumed thread: thread.started repeats the previous thread id"},
+	{Name: "hand-streaming", Exit: 0, What: "text and reasoning growing across item.updated, a type change, and noise lines"},
+	{Name: "hand-tools", Exit: 0, What: "mcp, web search, todo list, a declined command and a completion without a start"},
+	{Name: "hand-exit-without-turn", Exit: 1, What: "a non-zero exit after only transient errors"},
 }
 
-func TestGolden(t *testing.T) {
-	for _, f := range fixtures {
-		t.Run(f.name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join("testdata", f.name+".jsonl"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := translate(in, f.exit)
-			checkInvariants(t, got)
-			var buf bytes.Buffer
-			buf.WriteString("[\n")
-			for i, e := range got {
-				if i > 0 {
-					buf.WriteString(",\n")
-				}
-				buf.Write(e.Marshal())
-			}
-			buf.WriteString("\n]\n")
-			golden := filepath.Join("testdata", f.name+".golden.json")
-			if *update {
-				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(buf.Bytes(), want) {
-				t.Errorf("events differ from %s (%s); run go test -update and review the diff.\ngot:\n%s", golden, f.what, buf.Bytes())
-			}
-			if again := translate(in, f.exit); !reflect.DeepEqual(got, again) {
-				t.Error("the translator is not deterministic")
-			}
-		})
-	}
-}
-
-// checkInvariants checks what every translation must hold: RUN_STARTED
-// first, exactly one terminal event and it last, every tool call started
-// once and resulted once, messages opened before content and closed once.
-func checkInvariants(t *testing.T, evs []event.Event) {
-	t.Helper()
-	if len(evs) < 2 || evs[0].Type != event.RunStarted || !evs[len(evs)-1].Terminal() {
-		t.Fatalf("want RUN_STARTED first and a terminal event last, got %d events", len(evs))
-	}
-	tools := map[string]int{} // 1 started, 2 resulted
-	msgs := map[string]bool{}
-	for i, e := range evs {
-		if e.Terminal() && i != len(evs)-1 {
-			t.Errorf("terminal event %d is not last", i)
-		}
-		switch e.Type {
-		case event.ToolCallStart:
-			if _, dup := tools[e.ToolCallID]; dup {
-				t.Errorf("tool call %s started twice", e.ToolCallID)
-			}
-			tools[e.ToolCallID] = 1
-		case event.ToolCallArgs, event.ToolCallEnd:
-			if tools[e.ToolCallID] != 1 {
-				t.Errorf("%s for tool call %s outside its start and result", e.Type, e.ToolCallID)
-			}
-		case event.ToolCallResult:
-			if tools[e.ToolCallID] != 1 {
-				t.Errorf("result for tool call %s that is not open", e.ToolCallID)
-			}
-			tools[e.ToolCallID] = 2
-		case event.TextMessageStart, event.ReasoningStart:
-			if msgs[e.MessageID] {
-				t.Errorf("message %s opened twice", e.MessageID)
-			}
-			msgs[e.MessageID] = true
-		case event.TextMessageContent, event.ReasoningContent:
-			if !msgs[e.MessageID] {
-				t.Errorf("content for message %s that is not open", e.MessageID)
-			}
-		case event.TextMessageEnd, event.ReasoningEnd:
-			if !msgs[e.MessageID] {
-				t.Errorf("end of message %s that is not open", e.MessageID)
-			}
-			msgs[e.MessageID] = false
-		}
-	}
-	for id, s := range tools {
-		if s != 2 {
-			t.Errorf("tool call %s has no result", id)
-		}
-	}
-	for id, open := range msgs {
-		if open {
-			t.Errorf("message %s never ends", id)
-		}
-	}
-}
+func TestGolden(t *testing.T) { harnesstest.Golden(t, Harness{}, testRun, fixtures, *update) }
 
 func TestTransientErrorsAreNotFatal(t *testing.T) {
 	in := `{"type":"thread.started","thread_id":"t1"}
@@ -204,15 +98,15 @@ func TestUnwrapShell(t *testing.T) {
 
 func FuzzTranslator(f *testing.F) {
 	for _, fx := range fixtures {
-		if b, err := os.ReadFile(filepath.Join("testdata", fx.name+".jsonl")); err == nil {
-			f.Add(b, fx.exit)
+		if b, err := os.ReadFile(filepath.Join("testdata", fx.Name+".jsonl")); err == nil {
+			f.Add(b, fx.Exit)
 		}
 	}
 	f.Add([]byte(`{"type":"item.started","item":{"id":"x","type":"agent_message","text":"a"}}`+"\n"+`{"type":"item.started","item":{"id":"x","type":"command_execution"}}`), 0)
 	f.Add([]byte(`{"type":"item.completed","item":null}`+"\n"+`{"type":"turn.failed","error":null}`+"\n\xff{"), 2)
 	f.Fuzz(func(t *testing.T, journal []byte, exit int) {
 		evs := translate(journal, exit)
-		checkInvariants(t, evs)
+		harnesstest.Invariants(t, evs)
 		for _, e := range evs {
 			_ = e.Marshal()
 		}

@@ -1,21 +1,19 @@
 package opencode_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/harnesstest"
 	"github.com/d10ffeed/corral/harness/opencode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
@@ -35,7 +33,7 @@ func TestCaptureFixtures(t *testing.T) {
 	if !*capture {
 		t.Skip("run with -capture to record the real-* fixtures")
 	}
-	bin := agentBin(t, "opencode")
+	bin := testutil.AgentBin(t, "opencode")
 	allowAll := &sandbox.Policy{Default: sandbox.Allow}
 	type captureCase struct {
 		name      string
@@ -111,62 +109,18 @@ func TestCaptureFixtures(t *testing.T) {
 				req.Options[opencode.OptMode] = opencode.ModeServer
 			}
 			if c.resume {
-				out := runCaptured(t, ctx, h, req, "")
+				out := harnesstest.Capture(t, ctx, opencode.Harness{}, h, req, "", 0)
 				req.Session = sessionID(t, out)
 				req.RunDir += "2"
 				req.Prompt = "again"
 			}
-			out := runCaptured(t, ctx, h, req, c.kill)
+			out := harnesstest.Capture(t, ctx, opencode.Harness{}, h, req, c.kill, 2*time.Second)
 			out = bytes.ReplaceAll(out, []byte(ws), []byte("/workspace"))
 			if err := os.WriteFile(filepath.Join("testdata", "real-"+c.name+".jsonl"), out, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
-}
-
-// runCaptured runs the prepared opencode and returns its stdout; with kill
-// set, it stops opencode (SIGTERM to its group, then SIGKILL) once a line
-// containing kill appeared.
-func runCaptured(t *testing.T, ctx context.Context, h sandbox.Handle, req harness.Request, kill string) []byte {
-	t.Helper()
-	inv, err := opencode.Harness{}.Prepare(ctx, h, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, inv.Command.Args[0], inv.Command.Args[1:]...)
-	cmd.Dir = h.ID()
-	cmd.Env = os.Environ()
-	for k, v := range inv.Command.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdin = bytes.NewReader(inv.Stdin)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		out.Write(sc.Bytes())
-		out.WriteByte('\n')
-		if kill != "" && strings.Contains(sc.Text(), kill) {
-			kill = ""
-			time.Sleep(2 * time.Second)
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-			time.AfterFunc(2*time.Second, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-		}
-	}
-	err = cmd.Wait()
-	t.Logf("opencode exited: %v; stderr:\n%s", err, stderr.String())
-	return out.Bytes()
 }
 
 func sessionID(t *testing.T, out []byte) string {

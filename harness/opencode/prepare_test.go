@@ -296,7 +296,7 @@ func TestPrepareProjection(t *testing.T) {
 				}
 			}
 			for k := range inv.Command.Env {
-				if strings.HasPrefix(k, SecretEnvPrefix) && c.env[k] == "" {
+				if strings.HasPrefix(k, harness.MCPValuePrefix) && c.env[k] == "" {
 					t.Errorf("unexpected %s in the environment", k)
 				}
 			}

@@ -8,10 +8,6 @@ import (
 	"github.com/d10ffeed/corral/sandbox"
 )
 
-// SecretEnvPrefix names the variables that carry the MCP servers' secret
-// values to OpenCode: CORRAL_MCP_VALUE_0, CORRAL_MCP_VALUE_1, …
-const SecretEnvPrefix = harness.MCPValuePrefix
-
 // projection is what a run adds to the per-run opencode.json from the
 // workspace: skill directories, MCP servers, and the environment that
 // carries the servers' secret values.
@@ -40,7 +36,7 @@ func project(ctx context.Context, h sandbox.Handle, req harness.Request) (projec
 	if err := sandbox.ValidateMCPServers(req.MCPServers, req.Secrets); err != nil {
 		return p, err
 	}
-	se := harness.NewSecretEnv(req.Secrets, SecretEnvPrefix)
+	se := harness.NewSecretEnv(req.Secrets)
 	ref := func(name string) string { return "{env:" + name + "}" }
 	values := func(m map[string]string) (map[string]string, error) {
 		out := make(map[string]string, len(m))

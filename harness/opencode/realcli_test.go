@@ -28,21 +28,6 @@ import (
 // show up in an event.
 const canaryKey = "sk-corral-canary-8b3d51"
 
-// agentBin returns the pinned CLI installed by scripts/setup-agents.sh, or
-// skips (fails under CI=true).
-func agentBin(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("CORRAL_AGENTS_DIR")
-	if dir == "" {
-		dir = "/opt/corral-agents"
-	}
-	bin := filepath.Join(dir, "node_modules", ".bin", name)
-	if _, err := os.Stat(bin); err != nil {
-		testutil.Unavailable(t, name+": not installed at "+bin+" (run scripts/setup-agents.sh)")
-	}
-	return bin
-}
-
 // xdgEnv keeps opencode's data, config, cache and state in the test's
 // temporary directories.
 func xdgEnv(t *testing.T) map[string]string {
@@ -73,7 +58,7 @@ func newFixture(t *testing.T, script fakemodel.Script, policy *sandbox.Policy) *
 // edited by ws.
 func newWorkspaceFixture(t *testing.T, script fakemodel.Script, policy *sandbox.Policy, secrets map[string]string, ws func(*sandbox.Workspace)) *fixture {
 	t.Helper()
-	bin := agentBin(t, "opencode")
+	bin := testutil.AgentBin(t, "opencode")
 	srv := fakemodel.New(t, script)
 	base, journals := t.TempDir(), t.TempDir()
 	p, err := local.New(local.Options{BaseDir: base})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/harnesstest"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -161,7 +162,7 @@ func TestServerTranslatorEdges(t *testing.T) {
 		`not json`,
 	}, "\n")
 	evs := translate([]byte(journal), 1)
-	checkInvariants(t, evs)
+	harnesstest.Invariants(t, evs)
 	var text, reasoning string
 	var approvals []string
 	interruptedResults := 0

@@ -82,3 +82,20 @@ func NeedDocker(t testing.TB) {
 		Unavailable(t, "docker: no engine or no image "+DockerTestImage+" (run scripts/test, or scripts/docker-test-image.sh): "+string(out))
 	}
 }
+
+// AgentBin returns the path of an agent CLI (claude, codex, opencode)
+// installed by scripts/setup-agents.sh under $CORRAL_AGENTS_DIR (default
+// /opt/corral-agents), or skips the test naming the script (fails under
+// CI=true).
+func AgentBin(tb testing.TB, name string) string {
+	tb.Helper()
+	dir := os.Getenv("CORRAL_AGENTS_DIR")
+	if dir == "" {
+		dir = "/opt/corral-agents"
+	}
+	bin := filepath.Join(dir, "node_modules", ".bin", name)
+	if _, err := os.Stat(bin); err != nil {
+		Unavailable(tb, name+" is not installed at "+bin+": run scripts/setup-agents.sh")
+	}
+	return bin
+}

@@ -295,6 +295,7 @@ func (d *driver) finish(res readResult, cancelled bool) error {
 	switch {
 	case res.err == nil:
 		evs := d.tr.End(res.exit.Code)
+		d.missingAgent(evs, res.exit.Code)
 		if cancelled {
 			evs = append(withoutTerminal(evs), cancelEvent(d.run, &res.exit.Code))
 		}
@@ -344,6 +345,20 @@ func (d *driver) fail(err error, code string) error {
 		return e
 	}
 	return d.finalize(store.RunFailed, nil, msg)
+}
+
+// missingAgent rewrites the closing RUN_ERROR of an agent that could not
+// be started (exit 127 from a harness with an install hint) to say which
+// CLI is missing and how to install it, with code "agent-missing", so the
+// event stream says what the run record says. It depends only on the exit
+// code and the harness, so a replay derives the same event.
+func (d *driver) missingAgent(evs []event.Event, code int) {
+	in, ok := d.h.(harness.Installer)
+	if !ok || code != 127 || len(evs) == 0 || evs[len(evs)-1].Type != event.RunError {
+		return
+	}
+	last := &evs[len(evs)-1]
+	last.Message, last.Code = in.InstallHint()+" (exit 127)", "agent-missing"
 }
 
 // exitMessage describes a failed agent exit for the run record, with the

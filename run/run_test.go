@@ -439,8 +439,16 @@ func TestMissingAgentCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = r.Follow(c, rec.ID, 0, func(store.Event) error { return nil })
+	var last event.Event
+	_ = r.Follow(c, rec.ID, 0, func(se store.Event) error {
+		ev, err := event.Unmarshal(se.Data)
+		last = ev
+		return err
+	})
 	_ = r.Wait(c, rec.ID)
+	if last.Type != event.RunError || last.Code != "agent-missing" || !strings.Contains(last.Message, "not installed in the sandbox") {
+		t.Errorf("last event %+v: want RUN_ERROR agent-missing with the install hint", last)
+	}
 	got, _, _ := e.st.GetRun(c, rec.ID)
 	if got.Status != store.RunFailed || !strings.Contains(got.Error, "not installed in the sandbox") || !strings.Contains(got.Error, "corral-no-such-agent-cli") {
 		t.Errorf("record %+v: want a failure naming the CLI and how to install it", got)

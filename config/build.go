@@ -101,6 +101,7 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 		SnapshotMaxAge:    timeOf(f.Lifecycle.SnapshotMaxAge),
 		DestroyOnComplete: f.Lifecycle.DestroyOnComplete,
 		KeepAlive:         timeOf(f.Lifecycle.KeepAlive),
+		KeepBackground:    f.Lifecycle.KeepBackground,
 	}
 	if err := def.Validate(); err != nil {
 		return nil, fail("%v", err)

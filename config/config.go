@@ -163,6 +163,7 @@ type Lifecycle struct {
 	SnapshotMaxAge    Duration     `yaml:"snapshotMaxAge"`
 	DestroyOnComplete bool         `yaml:"destroyOnComplete"`
 	KeepAlive         Duration     `yaml:"keepAlive"`
+	KeepBackground    bool         `yaml:"keepBackground"`
 }
 
 // Find returns the config file to use: path when given (it must exist),

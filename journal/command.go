@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"strings"
+
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -13,7 +15,10 @@ const NonceEnv = "CORRAL_JOURNAL_NONCE"
 // $1 dir, $2 journal, $3 err, $4 stdin for the agent (a file, "-" for the
 // rest of the wrapper's own stdin, "" for /dev/null), $5 "stdin" when the
 // nonce arrives as the first line of stdin (else it is in NonceEnv), $6
-// "diff" to record the working tree's diff, then the agent's argv.
+// "diff" to record the working tree's diff, $7 the run's file token, $8
+// flags (space-separated: "own" when the sandbox has a process table of its
+// own, "keep" to keep the run's background processes, "nocgroup" to make no
+// cgroup), then the agent's argv.
 //
 //   - The journal's first line records the wrapper's pid.
 //   - The agent runs in a subshell, so its own exit cannot skip the
@@ -25,15 +30,38 @@ const NonceEnv = "CORRAL_JOURNAL_NONCE"
 //     a private index: the user's index is untouched) and diffed after it
 //     exits, new untracked files included; the diff goes into the journal,
 //     authenticated by the nonce, before the sentinel.
+//   - The agent runs in the run's process scope (see scope.go): a cgroup
+//     of its own where the sandbox allows, the RunMarkerEnv marker always.
+//     When it exits, whatever it left running is killed (unless
+//     Spec.KeepBackground), before the diff and the sentinel.
 //   - The wrapper's own stdout and stderr go nowhere: when the process that
 //     spawned it dies, nothing can SIGPIPE it.
 const wrapper = `exec >/dev/null 2>&1
-cj_dir=$1 cj_out=$2 cj_err=$3 cj_in=$4 cj_mode=$5 cj_diff=$6
-shift 6
+cj_dir=$1 cj_out=$2 cj_err=$3 cj_in=$4 cj_mode=$5 cj_diff=$6 cj_tok=$7 cj_flags=$8
+shift 8
 if [ "$cj_mode" = stdin ]; then IFS= read -r cj_nonce; else cj_nonce=$` + NonceEnv + `; fi
 unset ` + NonceEnv + `
 mkdir -p "$cj_dir" || exit 1
 printf '{"__start":%d}\n' "$$" >>"$cj_out"
+` + scopeFns + `
+cj_own= cj_keep= cj_nocg=
+case " $cj_flags " in *" own "*) cj_own=own ;; esac
+case " $cj_flags " in *" keep "*) cj_keep=keep ;; esac
+case " $cj_flags " in *" nocgroup "*) cj_nocg=1 ;; esac
+cj_t0=0
+cs_stat /proc/$$/stat && cj_t0=$cs_start
+cj_cg=
+if [ -z "$cj_nocg" ] && cj_root=$(cs_v2root) && [ -n "$cj_root" ]; then
+  cj_cur=$(cs_cgof $$)
+  cj_cg=$cj_root${cj_cur%/}/corral-$cj_tok
+  mkdir "$cj_cg" 2>/dev/null || [ -d "$cj_cg" ] || cj_cg=
+fi
+# The agent's subshell joins the run's cgroup (where there is one) and
+# carries the run's marker, before it becomes the agent.
+cj_enter() {
+  [ -n "$cj_cg" ] && echo 0 >"$cj_cg/cgroup.procs" 2>/dev/null
+  export ` + RunMarkerEnv + `="$cj_tok"
+}
 cj_tree=
 if [ "$cj_diff" = diff ] && cj_git=$(git rev-parse --git-dir 2>/dev/null); then
   cj_idx=$cj_dir/.index.$$
@@ -41,11 +69,21 @@ if [ "$cj_diff" = diff ] && cj_git=$(git rev-parse --git-dir 2>/dev/null); then
   cj_tree=$(GIT_INDEX_FILE=$cj_idx git add -A . && GIT_INDEX_FILE=$cj_idx git write-tree) || cj_tree=
 fi
 case $cj_in in
--) ( exec "$@" >>"$cj_out" 2>>"$cj_err" ) ;;
-'') ( exec "$@" </dev/null >>"$cj_out" 2>>"$cj_err" ) ;;
-*) ( exec "$@" <"$cj_in" >>"$cj_out" 2>>"$cj_err" ) ;;
+-) ( cj_enter; exec "$@" >>"$cj_out" 2>>"$cj_err" ) ;;
+'') ( cj_enter; exec "$@" </dev/null >>"$cj_out" 2>>"$cj_err" ) ;;
+*) ( cj_enter; exec "$@" <"$cj_in" >>"$cj_out" 2>>"$cj_err" ) ;;
 esac
 cj_rc=$?
+# Nothing the run started outlives it (unless it keeps its background
+# processes): everything left in its scope is killed before the diff and
+# the sentinel, so no process of the run can write after the sentinel.
+if [ -z "$cj_keep" ]; then
+  cs_kill "$cj_tok" "$cj_cg" "$cj_own" "$cj_t0" "$$" 1
+  if [ -n "$cj_cg" ]; then
+    cj_i=0
+    while ! rmdir "$cj_cg" 2>/dev/null && [ $cj_i -lt 20 ]; do sleep 0.05; cj_i=$((cj_i+1)); done
+  fi
+fi
 # The sentinel must be a line of its own: end an unterminated last line.
 [ -z "$(tail -c 1 "$cj_out")" ] || printf '\n' >>"$cj_out"
 if [ -n "$cj_tree" ]; then
@@ -78,6 +116,18 @@ type Spec struct {
 	// Diff records the working tree's diff in the journal after the agent
 	// exits (in a git work tree).
 	Diff bool
+	// KeepBackground keeps the processes the agent left running when it
+	// exits (servers for the thread's next run). By default they are
+	// killed, whatever they did to leave the agent's tree. A cancel kills
+	// them either way.
+	KeepBackground bool
+	// OwnProcessTable says the sandbox's process table is its own
+	// (Capabilities.OwnProcessTable): processes re-parented to its init
+	// after the run started are the run's. Start sets it from the handle.
+	OwnProcessTable bool
+	// NoCgroup makes the wrapper skip the run's cgroup even where it could
+	// make one (tests of the fallback use it).
+	NoCgroup bool
 }
 
 // Command returns the wrapper command for spec. When nonceOnStdin is true
@@ -104,7 +154,17 @@ func Command(spec Spec, nonceOnStdin bool) (sandbox.Command, error) {
 	if spec.Diff {
 		diff = "diff"
 	}
-	args := append([]string{"sh", "-c", wrapper, "corral-journal", spec.Paths.Dir, spec.Paths.Journal, spec.Paths.Err, in, mode, diff}, spec.Agent.Argv()...)
+	var flags []string
+	if spec.OwnProcessTable {
+		flags = append(flags, "own")
+	}
+	if spec.KeepBackground {
+		flags = append(flags, "keep")
+	}
+	if spec.NoCgroup {
+		flags = append(flags, "nocgroup")
+	}
+	args := append([]string{"sh", "-c", wrapper, "corral-journal", spec.Paths.Dir, spec.Paths.Journal, spec.Paths.Err, in, mode, diff, spec.Paths.Token, strings.Join(flags, " ")}, spec.Agent.Argv()...)
 	env := make(map[string]string, len(spec.Agent.Env)+1)
 	for k, v := range spec.Agent.Env {
 		env[k] = v

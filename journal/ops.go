@@ -21,7 +21,9 @@ func Start(ctx context.Context, h sandbox.Handle, spec Spec) error {
 	if err := ctx.Err(); err != nil {
 		return sandbox.Wrap(sandbox.Canceled, "journal.start", spec.Paths.Token, err)
 	}
-	stdin := h.Capabilities().WritableStdin
+	caps := h.Capabilities()
+	stdin := caps.WritableStdin
+	spec.OwnProcessTable = spec.OwnProcessTable || caps.OwnProcessTable
 	cmd, err := Command(spec, stdin)
 	if err != nil {
 		return err
@@ -112,60 +114,47 @@ func Probe(ctx context.Context, h sandbox.Handle, p Paths, nonce string) (Status
 	return st, nil
 }
 
-// killScript kills the agent's process tree: every descendant of the
-// wrapper, but not the wrapper, so it still records the agent's exit.
-// SIGTERM first, SIGKILL after $2 seconds for what is left. $1 journal.
-const killScript = `ck_j=$1
-IFS= read -r ck_l 2>/dev/null <"$ck_j" || exit 0
-case "$ck_l" in '{"__start":'*) ;; *) exit 0 ;; esac
-ck_p=${ck_l#*:}; ck_p=${ck_p%\}}
-kill -0 "$ck_p" 2>/dev/null || exit 0
-ck_tree() {
-  ck_root=$1 ck_all=" $1 " ck_grew=1
-  while [ $ck_grew = 1 ]; do
-    ck_grew=0
-    for ck_s in /proc/[0-9]*/stat; do
-      IFS= read -r ck_st 2>/dev/null <"$ck_s" || continue
-      ck_pid=${ck_st%% *}
-      ck_rest=${ck_st##*) }
-      set -- $ck_rest
-      case "$ck_all" in *" $ck_pid "*) continue ;; esac
-      case "$ck_all" in *" $2 "*) ck_all="$ck_all$ck_pid " ck_grew=1 ;; esac
-    done
-  done
-  echo "${ck_all# $ck_root }"
-}
-ck_kids=$(ck_tree "$ck_p")
-[ -n "$ck_kids" ] || exit 0
-kill -TERM $ck_kids 2>/dev/null
-ck_i=0
-while [ $ck_i -lt $(($2*10)) ]; do
-  ck_live=
-  for ck_k in $ck_kids; do
-    if [ -r /proc/$ck_k/stat ]; then
-      IFS= read -r ck_st 2>/dev/null </proc/$ck_k/stat || continue
-      ck_rest=${ck_st##*) }
-      case "$ck_rest" in Z*) ;; *) ck_live="$ck_live $ck_k" ;; esac
-    fi
-  done
-  [ -z "$ck_live" ] && exit 0
-  sleep 0.1; ck_i=$((ck_i+1))
-done
-kill -KILL $ck_live 2>/dev/null
-echo "killed with SIGKILL:$ck_live" >&2
+// killScript kills a run's process scope (see scope.go) while its wrapper
+// lives, but not the wrapper, so it still records the agent's exit:
+// SIGTERM first, then after $2 seconds freeze and SIGKILL whatever is left,
+// verified. $1 journal, $3 the run's token, $4 "own" when the sandbox has a
+// process table of its own. The wrapper is found by its argv, not by the
+// journal's start line, which the agent can rewrite.
+const killScript = `ck_j=$1 ck_grace=$2 ck_tok=$3 ck_own=$4
+` + scopeFns + `
+ck_hint=
+IFS= read -r ck_l 2>/dev/null <"$ck_j" && case $ck_l in '{"__start":'*) ck_hint=${ck_l#*:}; ck_hint=${ck_hint%%[!0-9]*} ;; esac
+ck_w=$(cs_wrapper "$ck_j" "$ck_hint")
+[ -n "$ck_w" ] || exit 0
+cs_stat /proc/$ck_w/stat || exit 0
+ck_t0=$cs_start
+ck_cg=
+ck_root=$(cs_v2root)
+if [ -n "$ck_root" ]; then
+  ck_cur=$(cs_cgof "$ck_w")
+  ck_cg=$ck_root${ck_cur%/}/corral-$ck_tok
+  [ -d "$ck_cg" ] || ck_cg=
+fi
+cs_kill "$ck_tok" "$ck_cg" "$ck_own" "$ck_t0" "$ck_w" "$ck_grace" || { echo "processes of the run survived SIGKILL:$cs_all" >&2; exit 1; }
 exit 0
 `
 
-// Kill terminates a run's agent, whichever process started it: every
-// process below the journal wrapper gets SIGTERM, then SIGKILL after grace
-// (default 2s). The wrapper survives long enough to write the sentinel. A
-// run that already ended is left alone.
+// Kill terminates a run's agent and everything it started, whichever
+// process started the run: every process of the run's scope (its cgroup,
+// its marker, its process groups and sessions, and where the sandbox has
+// its own process table the orphans it left) gets SIGTERM, then after grace
+// (default 2s) is frozen and killed. The wrapper survives long enough to
+// write the sentinel. A run that already ended is left alone.
 func Kill(ctx context.Context, h sandbox.Handle, p Paths, grace time.Duration) error {
 	if grace <= 0 {
 		grace = 2 * time.Second
 	}
 	secs := int((grace + time.Second - 1) / time.Second)
-	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", killScript, "corral-kill", p.Journal, strconv.Itoa(secs)}})
+	own := ""
+	if h.Capabilities().OwnProcessTable {
+		own = "own"
+	}
+	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", killScript, "corral-kill", p.Journal, strconv.Itoa(secs), p.Token, own}})
 	if err != nil {
 		return err
 	}

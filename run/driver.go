@@ -182,7 +182,7 @@ func (d *driver) startAgent() error {
 			d.remove = append(d.remove, c)
 		}
 	}
-	return journal.Start(d.ctx, d.handle, journal.Spec{Paths: paths, Nonce: d.run.JournalNonce, Agent: inv.Command, Stdin: inv.Stdin, Diff: true})
+	return journal.Start(d.ctx, d.handle, journal.Spec{Paths: paths, Nonce: d.run.JournalNonce, Agent: inv.Command, Stdin: inv.Stdin, Diff: true, KeepBackground: d.def.Lifecycle.KeepBackground})
 }
 
 var errCancelledBeforeStart = errors.New("run: cancelled before the agent started")

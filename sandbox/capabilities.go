@@ -39,13 +39,20 @@ type Capabilities struct {
 	DurableFilesystem bool `json:"durableFilesystem"`
 	// Fork is true when Handle.Fork works.
 	Fork bool `json:"fork"`
+	// OwnProcessTable is true when the sandbox has a process table of its
+	// own (a PID namespace, a VM): every process in it belongs to the
+	// sandbox, so a process that a run left behind and that was re-parented
+	// to the sandbox's init can be found and killed. Never true for host
+	// processes. The conformance suite checks that a host process is not
+	// visible from inside.
+	OwnProcessTable bool `json:"ownProcessTable"`
 }
 
 // CapabilityNames lists the flag names of Capabilities in a fixed order, as
 // they appear in JSON and in UnsupportedCapabilityError.
 var CapabilityNames = []string{
 	"fs", "exec", "env", "ports", "backgroundProcesses", "writableStdin",
-	"killableProcesses", "snapshots", "networkPolicy", "durableFilesystem", "fork",
+	"killableProcesses", "snapshots", "networkPolicy", "durableFilesystem", "fork", "ownProcessTable",
 }
 
 // Has reports the flag with the given name (one of CapabilityNames). An
@@ -74,6 +81,8 @@ func (c Capabilities) Has(name string) bool {
 		return c.DurableFilesystem
 	case "fork":
 		return c.Fork
+	case "ownProcessTable":
+		return c.OwnProcessTable
 	}
 	return false
 }

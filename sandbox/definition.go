@@ -64,6 +64,10 @@ type Lifecycle struct {
 	// destroys the sandbox (its record stays, so the next ensure restores
 	// the latest snapshot or creates anew).
 	KeepAlive time.Duration
+	// KeepBackground keeps the processes a run's agent leaves running when
+	// it exits (a dev server for the thread's next run). By default nothing
+	// a run started outlives it. A cancel kills them either way.
+	KeepBackground bool
 }
 
 // SnapshotModeFor resolves the empty mode against the provider's

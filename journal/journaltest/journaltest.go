@@ -41,6 +41,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Sweep", s.testSweep)
 	t.Run("Stdin", s.testStdin)
 	t.Run("WorkingTreeDiff", s.testDiff)
+	t.Run("Scope", s.scopeCases)
 	for _, st := range strategies {
 		t.Run(string(st), func(t *testing.T) {
 			t.Run("LinesAndExit", func(t *testing.T) { s.testLinesAndExit(t, st) })

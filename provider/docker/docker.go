@@ -156,6 +156,7 @@ func newProvider(opts Options, extra ...client.Opt) (*Provider, error) {
 			NetworkPolicy:       true,
 			DurableFilesystem:   true,
 			Fork:                true,
+			OwnProcessTable:     true,
 		},
 	}, nil
 }

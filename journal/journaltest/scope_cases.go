@@ -1,0 +1,196 @@
+package journaltest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/journal"
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+// The scope cases try every way an agent can leave processes behind and
+// check that none survives the end of its run or a cancel: a double fork,
+// setsid, a daemon that also clears its environment, a fork bomb. Processes
+// are recognised by a random sleep duration that nothing else uses.
+
+func (s *suite) scopeCases(t *testing.T) {
+	t.Run("NothingOutlivesTheRun", s.testScopeAfterRun)
+	t.Run("NothingOutlivesCancel", s.testScopeCancel)
+	t.Run("ForkBomb", s.testScopeForkBomb)
+	t.Run("KeepBackground", s.testScopeKeep)
+}
+
+// mark returns a sleep duration unique to this test, in seconds.
+func mark() int { return 4_000_000 + rand.IntN(900_000) }
+
+// leftovers counts live processes in the sandbox whose command line holds
+// the number m (the pattern is written so that grep's own command line
+// does not match it).
+func leftovers(t *testing.T, ctx context.Context, h sandbox.Handle, m int) int {
+	t.Helper()
+	ms := strconv.Itoa(m)
+	pat := ms[:len(ms)-1] + "[" + ms[len(ms)-1:] + "]"
+	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `grep -l -a -E -- "$1" /proc/[0-9]*/cmdline 2>/dev/null | wc -l`, "corral-count", pat}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	if err != nil {
+		t.Fatalf("counting processes: %q %q", res.Stdout, res.Stderr)
+	}
+	return n
+}
+
+// killMarked kills what a test left on purpose (KeepBackground).
+func killMarked(h sandbox.Handle, m int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ms := strconv.Itoa(m)
+	pat := ms[:len(ms)-1] + "[" + ms[len(ms)-1:] + "]"
+	_, _ = h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `for f in $(grep -l -a -E -- "$1" /proc/[0-9]*/cmdline 2>/dev/null); do p=${f#/proc/}; kill -9 "${p%/cmdline}"; done; exit 0`, "corral-count", pat}})
+}
+
+// escapes is shell that leaves three sleeps of duration m behind, each
+// escaping further: a double fork (same group and session), setsid (new
+// session, marker kept), and setsid with a cleared environment. Then it
+// prints its cgroup line, so the test knows whether the run had a cgroup.
+func escapes(m int) string {
+	return fmt.Sprintf(`(sleep %[1]d &)
+setsid sh -c 'sleep %[1]d & exit 0' </dev/null >/dev/null 2>&1
+env -i setsid sh -c 'sleep %[1]d & exit 0' </dev/null >/dev/null 2>&1
+grep '^0::' /proc/self/cgroup || echo 'no cgroup v2'
+`, m)
+}
+
+// contained reports whether the run's agent had a cgroup of its own, from
+// the line escapes printed.
+func contained(lines []journal.Line, p journal.Paths) bool {
+	for _, l := range lines {
+		if strings.Contains(string(l.Data), "corral-"+p.Token) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *suite) startSpec(t *testing.T, ctx context.Context, h sandbox.Handle, spec journal.Spec) (journal.Paths, string) {
+	t.Helper()
+	p, err := journal.PathsFor("", runID("scope"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Paths, spec.Nonce = p, journal.NewNonce()
+	if err := journal.Start(ctx, h, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeJournal(h, p) })
+	return p, spec.Nonce
+}
+
+func (s *suite) testScopeAfterRun(t *testing.T) {
+	for _, nocg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nocgroup=%v", nocg), func(t *testing.T) {
+			ctx, h := s.sandbox(t)
+			m := mark()
+			t.Cleanup(func() { killMarked(h, m) })
+			p, nonce := s.startSpec(t, ctx, h, journal.Spec{Agent: sandbox.Command{Shell: escapes(m) + "exit 3"}, NoCgroup: nocg})
+			lines, exit, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if exit.Code != 3 {
+				t.Errorf("exit %d, want 3", exit.Code)
+			}
+			left := leftovers(t, ctx, h, m)
+			strong := h.Capabilities().OwnProcessTable || contained(lines, p)
+			t.Logf("processes left after the run: %d of 3 started (cgroup: %v, own process table: %v)", left, contained(lines, p), h.Capabilities().OwnProcessTable)
+			switch {
+			case strong && left != 0:
+				t.Errorf("%d processes outlived the run", left)
+			case !strong && left > 1:
+				// Without a cgroup or a process table of its own, only a
+				// process that cleared its environment and left its
+				// session escapes (documented).
+				t.Errorf("%d processes outlived the run; at most the env -i setsid one may", left)
+			}
+		})
+	}
+}
+
+func (s *suite) testScopeCancel(t *testing.T) {
+	if !s.h.Provider.Capabilities().KillableProcesses {
+		t.Skipf("provider %q does not claim killableProcesses", s.h.Provider.Name())
+	}
+	ctx, h := s.sandbox(t)
+	m := mark()
+	t.Cleanup(func() { killMarked(h, m) })
+	agent := escapes(m) + fmt.Sprintf("echo ready\nexec sleep %d\n", m)
+	p, nonce := s.startSpec(t, ctx, h, journal.Spec{Agent: sandbox.Command{Shell: agent}})
+	// Wait for "ready" through the journal, then cancel.
+	rctx, stop := context.WithCancel(ctx)
+	var lines []journal.Line
+	_, _ = reader(h, p, nonce, journal.Poll).Read(rctx, 0, func(l journal.Line) error {
+		lines = append(lines, l)
+		if string(l.Data) == "ready" {
+			stop()
+		}
+		return nil
+	})
+	stop()
+	if before := leftovers(t, ctx, h, m); before < 3 {
+		t.Fatalf("only %d marked processes before cancel, want at least 3", before)
+	}
+	if err := journal.Kill(ctx, h, p, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, exit, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0)
+	if err != nil {
+		t.Fatalf("after Kill the wrapper must still record the exit: %v", err)
+	}
+	left := leftovers(t, ctx, h, m)
+	strong := h.Capabilities().OwnProcessTable || contained(lines, p)
+	t.Logf("processes left after cancel: %d of 4 started (exit %d)", left, exit.Code)
+	if (strong && left != 0) || left > 1 {
+		t.Errorf("%d processes outlived cancel", left)
+	}
+}
+
+func (s *suite) testScopeForkBomb(t *testing.T) {
+	ctx, h := s.sandbox(t)
+	m := mark()
+	t.Cleanup(func() { killMarked(h, m) })
+	// Bounded on purpose (the local provider runs on the host): spawners
+	// that outlive the agent and keep forking, up to 600 sleeps each.
+	bomb := fmt.Sprintf(`for s in 1 2 3; do setsid sh -c 'i=0; while [ $i -lt 600 ]; do sleep %[1]d & i=$((i+1)); done; wait' </dev/null >/dev/null 2>&1 & done
+while [ "$(grep -l -a -E -- '%[2]s' /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -lt 50 ]; do :; done
+echo bombed
+`, m, strconv.Itoa(m)[:6]+"["+strconv.Itoa(m)[6:7]+"]")
+	p, nonce := s.startSpec(t, ctx, h, journal.Spec{Agent: sandbox.Command{Shell: bomb}})
+	lines, exit, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := leftovers(t, ctx, h, m)
+	t.Logf("fork bomb: processes left after the run: %d (exit %d, %d lines)", left, exit.Code, len(lines))
+	if left != 0 {
+		t.Errorf("%d processes of the fork bomb outlived the run", left)
+	}
+}
+
+func (s *suite) testScopeKeep(t *testing.T) {
+	ctx, h := s.sandbox(t)
+	m := mark()
+	t.Cleanup(func() { killMarked(h, m) })
+	p, nonce := s.startSpec(t, ctx, h, journal.Spec{Agent: sandbox.Command{Shell: fmt.Sprintf("(sleep %d &)\nexit 0", m)}, KeepBackground: true})
+	if _, _, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0); err != nil {
+		t.Fatal(err)
+	}
+	if left := leftovers(t, ctx, h, m); left != 1 {
+		t.Errorf("KeepBackground: %d marked processes after the run, want the 1 it left", left)
+	}
+}

@@ -1,0 +1,198 @@
+package journal
+
+// A run's process scope is every process the run started, however it left
+// the wrapper's tree: double-forked, setsid, daemonized, fork-bombing. The
+// shell below finds it and kills it; the wrapper runs it when the agent
+// exits (unless the run keeps its background processes) and Kill runs it on
+// cancel.
+//
+// Membership, strongest first:
+//
+//  1. A cgroup of the run's own (cgroup v2, made by the wrapper where the
+//     sandbox lets it: root on a host, a VM) holds the agent and everything
+//     it starts; leaving it needs write access to the cgroup tree. It is
+//     frozen, then killed whole (cgroup.kill, or SIGKILL per member).
+//  2. The environment marker RunMarkerEnv=<token>, inherited by every
+//     descendant that does not clear its environment.
+//  3. The process groups and sessions of members: a process whose group or
+//     session id is the pid of a member (or of the wrapper) belongs to it,
+//     so a double fork that keeps its group is found.
+//  4. Where the sandbox has a process table of its own
+//     (Capabilities.OwnProcessTable: a container or VM, never the host), a
+//     process re-parented to the sandbox's init that started after the
+//     wrapper and carries no other run's marker: this catches a daemon that
+//     cleared its environment and left its session. Daemons started before
+//     the run (by setup, say) are left alone.
+//
+// Every member found is stopped at once (SIGSTOP), so a fork bomb cannot
+// grow while the scan goes on; the scan repeats until it finds nobody new;
+// then everything is killed and the kill is verified. The killing shell,
+// its ancestors, the wrapper and pid 1 are never members. The scan uses
+// only shell built-ins while it walks /proc, so its own helpers cannot be
+// mistaken for members.
+
+// RunMarkerEnv is the environment variable that marks every process of a
+// run (its value is the run's file token). The wrapper sets it for the
+// agent; the scope kill finds processes by it.
+const RunMarkerEnv = "CORRAL_RUN"
+
+// scopeFns defines the shell functions of the scope kill:
+//
+//	cs_v2root          the first cgroup v2 mount (empty when none)
+//	cs_cgof PID        the cgroup v2 path of PID ("/" for the root)
+//	cs_wrapper J [PID] the pid of the live wrapper of journal J, found by
+//	                   its argv (which the agent cannot rewrite short of
+//	                   controlling the wrapper), trying PID first (the
+//	                   journal's start line: a hint only, since the agent
+//	                   can rewrite the journal); empty when none
+//	cs_kill TOK CG OWN T0 SEED GRACE
+//	                   kill the scope of run TOK: cgroup dir CG (or ""),
+//	                   OWN "own" when the sandbox has its own process table,
+//	                   T0 the wrapper's start time (clock ticks), SEED
+//	                   pids that are members to begin with (the wrapper's
+//	                   pid counts as a group/session id, never as a
+//	                   member); SIGTERM, GRACE seconds, then freeze and
+//	                   SIGKILL. Prints nothing; returns when no member is
+//	                   left (or after bounded rounds).
+const scopeFns = `cs_v2root() {
+  while read -r cs_a cs_mp cs_fs cs_b; do
+    [ "$cs_fs" = cgroup2 ] && { echo "$cs_mp"; return 0; }
+  done </proc/self/mounts 2>/dev/null
+  return 0
+}
+cs_cgof() {
+  while IFS= read -r cs_l; do
+    case $cs_l in 0::*) echo "${cs_l#0::}"; return 0 ;; esac
+  done </proc/$1/cgroup 2>/dev/null
+  return 0
+}
+cs_isw() {
+  tr '\n\000' '\001\n' <"/proc/$1/cmdline" 2>/dev/null | {
+    IFS= read -r cs_0; IFS= read -r cs_1; IFS= read -r cs_2; IFS= read -r cs_3; IFS= read -r cs_4; IFS= read -r cs_5
+    [ "$cs_3" = corral-journal ] && [ "$cs_5" = "$2" ]
+  }
+}
+cs_wrapper() {
+  if [ -n "$2" ] && cs_stat "/proc/$2/stat" && [ "$cs_st" != Z ] && cs_isw "$2" "$1"; then echo "$2"; return 0; fi
+  for cs_s in /proc/[0-9]*/stat; do
+    IFS= read -r cs_line 2>/dev/null <"$cs_s" || continue
+    case $cs_line in *" (sh) "[!ZX]*) ;; *) continue ;; esac
+    cs_p=${cs_line%% *}
+    [ "$cs_p" = "$2" ] && continue
+    cs_isw "$cs_p" "$1" && { echo "$cs_p"; return 0; }
+  done
+  return 0
+}
+cs_stat() {
+  cs_pid= cs_st=
+  IFS= read -r cs_line 2>/dev/null <"$1" || return 1
+  cs_pid=${cs_line%% *}
+  cs_rest=${cs_line##*) }
+  set -- $cs_rest
+  cs_st=$1 cs_pp=$2 cs_pg=$3 cs_sid=$4
+  shift 19
+  cs_start=$1
+  return 0
+}
+cs_scan() {
+  cs_new=
+  for cs_s in /proc/[0-9]*/stat; do
+    cs_stat "$cs_s" || continue
+    case $cs_st in Z|X) continue ;; esac
+    case "$cs_all$cs_excl" in *" $cs_pid "*) continue ;; esac
+    cs_in=
+    case "$cs_ids" in *" $cs_pp "*|*" $cs_pg "*|*" $cs_sid "*) cs_in=1 ;; esac
+    if [ -z "$cs_in" ] && [ "$cs_own" = own ] && [ "$cs_pp" = 1 ] && [ "$cs_start" -ge "$cs_t0" ]; then
+      case "$cs_other" in *" $cs_pid "*) ;; *) cs_in=1 ;; esac
+    fi
+    [ -n "$cs_in" ] || continue
+    cs_all="$cs_all$cs_pid " cs_ids="$cs_ids$cs_pid " cs_new="$cs_new $cs_pid"
+  done
+}
+cs_members() {
+  cs_all=" " cs_ids=" $cs_seedids " cs_other=" "
+  if [ -n "$cs_nulok" ]; then
+    for cs_f in $(grep -l -a -F -- "${cs_mark}=$cs_tok" /proc/[0-9]*/environ 2>/dev/null); do
+      cs_p=${cs_f#/proc/}; cs_ids="$cs_ids${cs_p%/environ} "
+    done
+    if [ "$cs_own" = own ]; then
+      for cs_f in $(grep -l -a -F -- "${cs_mark}=" /proc/[0-9]*/environ 2>/dev/null); do
+        cs_p=${cs_f#/proc/}; cs_p=${cs_p%/environ}
+        case "$cs_ids" in *" $cs_p "*) ;; *) cs_other="$cs_other$cs_p " ;; esac
+      done
+    fi
+  else
+    # A grep that stops at NUL bytes (BusyBox): one tr per process.
+    for cs_f in /proc/[0-9]*/environ; do
+      cs_e=$(tr '\000' '\n' <"$cs_f" 2>/dev/null) || continue
+      cs_p=${cs_f#/proc/}; cs_p=${cs_p%/environ}
+      case "
+$cs_e
+" in
+      *"
+${cs_mark}=$cs_tok
+"*) cs_ids="$cs_ids$cs_p " ;;
+      *"
+${cs_mark}="*) cs_other="$cs_other$cs_p " ;;
+      esac
+    done
+  fi
+  if [ -n "$cs_cg" ] && [ -r "$cs_cg/cgroup.procs" ]; then
+    while IFS= read -r cs_p; do cs_ids="$cs_ids$cs_p "; done <"$cs_cg/cgroup.procs"
+  fi
+  for cs_p in $cs_ids; do
+    case "$cs_excl" in *" $cs_p "*) continue ;; esac
+    cs_stat /proc/$cs_p/stat || continue
+    case $cs_st in Z|X) continue ;; esac
+    cs_all="$cs_all$cs_p "
+  done
+}
+cs_kill() {
+  cs_tok=$1 cs_cg=$2 cs_own=$3 cs_t0=${4:-0} cs_seedids=$5 cs_grace=${6:-1}
+  cs_mark=` + RunMarkerEnv + ` cs_nulok=
+  printf 'a\000b\n' | grep -q -a -F b 2>/dev/null && cs_nulok=1
+  cs_excl=" 1 " cs_p=$$
+  while [ -n "$cs_p" ] && [ "$cs_p" -gt 1 ] 2>/dev/null; do
+    cs_excl="$cs_excl$cs_p "
+    cs_stat /proc/$cs_p/stat || break
+    cs_p=$cs_pp
+  done
+  for cs_p in $cs_seedids; do cs_excl="$cs_excl$cs_p "; done
+  cs_members; cs_scan
+  cs_n=0
+  while [ -n "$cs_new" ] && [ $cs_n -lt 50 ]; do cs_scan; cs_n=$((cs_n+1)); done
+  [ "$cs_all" = " " ] && return 0
+  kill -TERM $cs_all 2>/dev/null
+  cs_i=0
+  while [ $cs_i -lt $((cs_grace*10)) ]; do
+    cs_live=
+    for cs_p in $cs_all; do
+      cs_stat /proc/$cs_p/stat || continue
+      case $cs_st in Z|X) ;; *) cs_live=1; break ;; esac
+    done
+    [ -z "$cs_live" ] && break
+    sleep 0.1; cs_i=$((cs_i+1))
+  done
+  cs_round=0
+  while [ $cs_round -lt 20 ]; do
+    [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 1 >"$cs_cg/cgroup.freeze" 2>/dev/null
+    cs_members
+    [ "$cs_all" != " " ] && kill -STOP $cs_all 2>/dev/null
+    cs_scan; cs_n=0
+    while [ -n "$cs_new" ] && [ $cs_n -lt 200 ]; do
+      kill -STOP $cs_new 2>/dev/null
+      cs_scan; cs_n=$((cs_n+1))
+    done
+    if [ "$cs_all" = " " ]; then
+      [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 0 >"$cs_cg/cgroup.freeze" 2>/dev/null
+      return 0
+    fi
+    [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.kill" ] && echo 1 >"$cs_cg/cgroup.kill" 2>/dev/null
+    kill -KILL $cs_all 2>/dev/null
+    [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 0 >"$cs_cg/cgroup.freeze" 2>/dev/null
+    sleep 0.05
+    cs_round=$((cs_round+1))
+  done
+  return 1
+}
+`

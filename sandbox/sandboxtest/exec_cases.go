@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/exec"
 	"path"
 	"strings"
 	"sync"
@@ -251,5 +252,31 @@ func (s *suite) testConcurrentExec(t *testing.T) {
 		if e != "" {
 			t.Errorf("exec %d of %d concurrent: %s", i, n, e)
 		}
+	}
+}
+
+// testOwnProcessTable checks the claim that the sandbox's process table is
+// its own: a process started on the test's host must not be visible from
+// inside. (The journal kills the orphans a run leaves in such a sandbox; on
+// a shared table that would reach processes that are not the sandbox's.)
+func (s *suite) testOwnProcessTable(t *testing.T) {
+	if !s.caps.OwnProcessTable {
+		t.Skipf("provider %q does not claim ownProcessTable", s.h.Provider.Name())
+	}
+	ctx := s.ctx(t)
+	h := s.create(t, ctx)
+	marker := fmt.Sprintf("%d", 5_000_000+time.Now().UnixNano()%900_000)
+	host := exec.Command("sleep", marker)
+	if err := host.Start(); err != nil {
+		t.Fatalf("starting the host process: %v", err)
+	}
+	t.Cleanup(func() { _ = host.Process.Kill(); _ = host.Wait() })
+	pat := marker[:len(marker)-1] + "[" + marker[len(marker)-1:] + "]"
+	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `for f in /proc/[0-9]*/cmdline; do tr '\000' ' ' <"$f" 2>/dev/null; echo; done | grep -c -E -- "$1"`, "corral-see", pat}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.TrimSpace(string(res.Stdout)); n != "0" {
+		t.Errorf("the sandbox sees %s host process(es) (sleep %s): its process table is not its own", n, marker)
 	}
 }

@@ -73,6 +73,7 @@ func Run(t *testing.T, h Harness) {
 		{"SpawnStdin", s.testSpawnStdin},
 		{"KillMeasured", s.testKillMeasured},
 		{"KillByContext", s.testKillByContext},
+		{"OwnProcessTable", s.testOwnProcessTable},
 		{"ResumeAndDestroy", s.testResumeAndDestroy},
 		{"Fork", s.testFork},
 		{"SnapshotRestore", s.testSnapshotRestore},

@@ -28,7 +28,7 @@ workspace:
 policy:
   commands: {allow: [npm test], deny: ["rm -rf *"]}
   network: deny
-lifecycle: {reuse: none, snapshot: none, snapshotMaxAge: 24h, keepAlive: 30m, destroyOnComplete: true}
+lifecycle: {reuse: none, snapshot: none, snapshotMaxAge: 24h, keepAlive: 30m, destroyOnComplete: true, keepBackground: true}
 `
 
 func TestFullConfig(t *testing.T) {
@@ -59,7 +59,7 @@ func TestFullConfig(t *testing.T) {
 		t.Errorf("policy = %+v", def.Policy)
 	}
 	lc := def.Lifecycle
-	if lc.Reuse != sandbox.ReuseNone || lc.KeepAlive != 30*time.Minute || lc.SnapshotMaxAge != 24*time.Hour || !lc.DestroyOnComplete {
+	if lc.Reuse != sandbox.ReuseNone || lc.KeepAlive != 30*time.Minute || lc.SnapshotMaxAge != 24*time.Hour || !lc.DestroyOnComplete || !lc.KeepBackground {
 		t.Errorf("lifecycle = %+v", lc)
 	}
 }

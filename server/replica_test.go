@@ -71,14 +71,14 @@ func TestMain(m *testing.M) {
 
 // daemon is one `corral serve` process.
 type daemon struct {
-	name  string
-	cmd   *exec.Cmd
+	name    string
+	cmd     *exec.Cmd
 	URL     string
 	Token   string // from the page address it printed
 	PageURL string // the page address it printed, with the token
-	mu    sync.Mutex
-	log   strings.Builder // its stderr
-	done  chan struct{}   // closed when it exited
+	mu      sync.Mutex
+	log     strings.Builder // its stderr
+	done    chan struct{}   // closed when it exited
 }
 
 var (

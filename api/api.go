@@ -137,7 +137,7 @@ func CodeOf(status int, body Error) sandbox.Code {
 	switch status {
 	case http.StatusUnauthorized:
 		return sandbox.PermissionDenied
-	case http.StatusRequestEntityTooLarge:
+	case http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
 		return sandbox.InvalidArgument
 	}
 	for c, s := range statusOf {

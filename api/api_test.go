@@ -21,3 +21,11 @@ func TestStatusRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestCodeOfRefusals(t *testing.T) {
+	for st, want := range map[int]sandbox.Code{401: sandbox.PermissionDenied, 403: sandbox.PermissionDenied, 413: sandbox.InvalidArgument, 415: sandbox.InvalidArgument} {
+		if got := api.CodeOf(st, api.Error{}); got != want {
+			t.Errorf("CodeOf(%d) = %v, want %v", st, got, want)
+		}
+	}
+}

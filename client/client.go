@@ -33,7 +33,8 @@ type Client struct {
 }
 
 // New returns a client for the daemon at baseURL (e.g.
-// "http://127.0.0.1:7777"), authenticating with token when it is set.
+// "http://127.0.0.1:7777"), authenticating with token when it is set (see
+// ResolveToken for finding a local daemon's token).
 func New(baseURL, token string) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -55,7 +56,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if err != nil {
 		return err
 	}
-	if body != nil {
+	if body != nil || method != http.MethodGet {
+		// The daemon takes writes as JSON only (which no web form can
+		// send), even those without a body.
 		req.Header.Set("Content-Type", "application/json")
 	}
 	c.authorize(req)

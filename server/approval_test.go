@@ -55,11 +55,9 @@ func (t *askTranslator) Line(line []byte) []event.Event {
 // prepares the thread's next run in the form, which goes out with the
 // answer, and the agent sees it.
 func TestApprovalInBrowser(t *testing.T) {
-	e := newEnv(t, envOptions{Extra: []harness.Harness{asker{}}})
+	e := newEnv(t, envOptions{Extra: []harness.Harness{asker{}}, Tokens: map[string]string{pageToken: ""}})
 	ctx, _ := newBrowser(t)
-	if err := chromedp.Do(ctx, chromedp.Navigate(e.URL+"/")); err != nil {
-		t.Fatal(err)
-	}
+	openWithToken(t, ctx, e.URL+"/?token="+pageToken, pageToken)
 	if err := waitJS(ctx, `document.querySelectorAll('#harness option').length === 2`, 10*time.Second); err != nil {
 		t.Fatalf("the form's choices did not load: %v", err)
 	}

@@ -1,15 +1,18 @@
 package server_test
 
 // The embedded web page in a real browser: headless Debian Chromium driven
-// over the DevTools protocol. The page starts a run from its form, shows
-// its lines as they come, keeps the run across a reload (#run=<id>) with no
-// line shown twice, and stops it with the Stop button.
+// over the DevTools protocol. The page takes the daemon's token from the
+// address (?token=, as corral serve prints it) and drops it from the
+// address bar, starts a run from its form, shows its lines as they come,
+// keeps the run across a reload (#run=<id>) with no line shown twice, and
+// stops it with the Stop button.
 
 import (
 	"context"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,6 +24,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/d10ffeed/corral/api"
+	"github.com/d10ffeed/corral/client"
 	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/store"
 )
@@ -30,9 +34,9 @@ const chromiumPath = "/usr/bin/chromium"
 // browserPrompt prints 40 lines over about four seconds.
 const browserPrompt = `for i in $(seq 1 40); do echo line$i; sleep 0.1; done`
 
-// newBrowser starts headless Chromium with a fresh profile; it is stopped
-// (and waited for) when the test ends.
-func newBrowser(t *testing.T) (context.Context, *pageErrors) {
+// newBrowser starts headless Chromium with a fresh profile (and extra
+// options); it is stopped (and waited for) when the test ends.
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) (context.Context, *pageErrors) {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		testutil.Unavailable(t, "browser: "+chromiumPath+" is missing (run scripts/setup-browser.sh, which installs Debian's chromium)")
@@ -52,6 +56,7 @@ func newBrowser(t *testing.T) (context.Context, *pageErrors) {
 		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1200, 800),
 	}
+	opts = append(opts, extra...)
 	parent, cancelParent := context.WithTimeout(context.Background(), 2*time.Minute)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(parent, opts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
@@ -149,14 +154,55 @@ func checkShown(t *testing.T, text string) int {
 	return len(nums)
 }
 
+// navigate opens url in the browser. A navigation Chromium drops with
+// ERR_NETWORK_CHANGED (containers coming and going on this machine change
+// its interfaces) is tried again, up to three times.
+func navigate(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	var err error
+	for range 3 {
+		if err = chromedp.Do(ctx, chromedp.Navigate(url)); err == nil || !strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("opening %s: %v", url, err)
+	}
+}
+
 func waitJS(ctx context.Context, expr string, within time.Duration) error {
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(within), chromedp.WithPollingInterval(25*time.Millisecond)))
 	return err
 }
 
+// pageToken is the token of the daemons the browser tests open.
+const pageToken = "5ca1ab1e0ddba11c0ffee5ca1ab1e0ddba11c0ffee5ca1a"
+
+// openWithToken opens the page at base with ?token= (as corral serve
+// prints it) and checks that the page kept the token and took it out of
+// the address bar.
+func openWithToken(t *testing.T, ctx context.Context, pageURL, tok string) {
+	t.Helper()
+	navigate(t, ctx, pageURL)
+	if err := waitJS(ctx, `document.readyState === 'complete'`, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[location.href, sessionStorage.getItem('corral.token') || '', document.getElementById('token').value]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(got[0], tok) || strings.Contains(got[0], "token=") {
+		t.Fatalf("the address bar still shows the token: %s", got[0])
+	}
+	if got[1] != tok || got[2] != tok {
+		t.Fatalf("the page kept token %q (box %q), want %q", got[1], got[2], tok)
+	}
+}
+
 func TestWebPageInBrowser(t *testing.T) {
 	cut := &cutter{after: 5} // cuts nothing until told to (phase 2)
-	e := newEnv(t, envOptions{Defs: []string{"default", "other"}, Wrap: func(h http.Handler) http.Handler { cut.h = h; return cut }})
+	e := newEnv(t, envOptions{Defs: []string{"default", "other"}, Tokens: map[string]string{pageToken: ""},
+		Wrap: func(h http.Handler) http.Handler { cut.h = h; return cut }})
 	began := time.Now()
 	ctx, pageErrs := newBrowser(t)
 	t.Logf("browser started in %v", time.Since(began).Round(time.Millisecond))
@@ -177,9 +223,16 @@ func TestWebPageInBrowser(t *testing.T) {
 		return v
 	}
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(e.URL+"/")); err != nil {
-		t.Fatal(err)
+	// Without the token the page says how to get it, and shows nothing.
+	navigate(t, ctx, e.URL+"/")
+	if err := waitJS(ctx, `/token/.test(document.getElementById('msg').textContent)`, 10*time.Second); err != nil {
+		t.Fatalf("no word about the token on a page opened without it (message %q): %v", eval(`document.getElementById('msg').textContent`), err)
 	}
+	if n := eval(`String(document.querySelectorAll('#definition option').length)`); n != "0" {
+		t.Fatalf("the page without a token lists %s definitions", n)
+	}
+	t.Logf("without the token the page says: %s", eval(`document.getElementById('msg').textContent`))
+	openWithToken(t, ctx, e.URL+"/?token="+pageToken, pageToken)
 	if err := waitJS(ctx, `document.querySelectorAll('#definition option').length === 2 && document.querySelectorAll('#harness option').length === 1`, 10*time.Second); err != nil {
 		t.Fatalf("the form's choices did not load: %v", err)
 	}
@@ -246,9 +299,9 @@ func TestWebPageInBrowser(t *testing.T) {
 	t.Logf("stopped after %d lines; the page showed cancelled %v after the click", final, stoppedIn.Round(time.Millisecond))
 
 	// A dropped stream: the server cuts the page's event stream after five
-	// events; EventSource reconnects by itself with Last-Event-ID, and the
-	// page shows every line once, to the end.
-	id2 := e.startJSON("", jsonBody(t, api.StartRun{Prompt: browserPrompt}))
+	// events; the page reconnects by itself with Last-Event-ID, and shows
+	// every line once, to the end.
+	id2 := e.startJSON(pageToken, jsonBody(t, api.StartRun{Prompt: browserPrompt}))
 	cut.mu.Lock()
 	cut.left, cut.served = 1, 0
 	cut.mu.Unlock()
@@ -275,6 +328,71 @@ func TestWebPageInBrowser(t *testing.T) {
 			_ = os.WriteFile(p, png, 0o644)
 		}
 	}
+	if errs := pageErrs.get(); len(errs) > 0 {
+		t.Errorf("the page reported errors: %q", errs)
+	}
+}
+
+// TestServeInBrowser: `corral serve` started as the README says (no
+// token given) prints its page's address with a token it made; the page
+// opened at that address drops the token from the address bar, lists the
+// runs, starts one and shows it to the end.
+func TestServeInBrowser(t *testing.T) {
+	bin := buildCorral(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "corral.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("provider:\n  name: local\n  local: {baseDir: %s}\n", filepath.Join(dir, "sandboxes"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	d := startDaemon(t, bin, "serve", "sqlite:"+filepath.Join(dir, "corral.db"), cfg, stateDir)
+	if d.PageURL != d.URL+"/?token="+d.Token {
+		t.Fatalf("printed page address %q", d.PageURL)
+	}
+	kept, err := api.ReadToken(filepath.Join(stateDir, "corral", api.TokenFileName))
+	if err != nil || kept != d.Token {
+		t.Fatalf("the state directory keeps %q (%v), the daemon printed %q", kept, err, d.Token)
+	}
+	// A run started before the page opens is in its list.
+	c, err := client.New(d.URL, d.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, time.Minute)
+	first, err := c.Start(ctx, api.StartRun{Prompt: "echo before"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Events(ctx, first.ID, 0, func(store.Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	bctx, pageErrs := newBrowser(t)
+	openWithToken(t, bctx, d.PageURL, d.Token)
+	if err := waitJS(bctx, `document.querySelectorAll('#harness option').length > 0 && /`+first.ID[len(first.ID)-12:]+`/.test(document.getElementById('runs').textContent)`, 10*time.Second); err != nil {
+		t.Fatalf("the page opened at the printed address does not list run %s: %v", first.ID, err)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.ID("harness"), "command"),
+		chromedp.SendKeys(chromedp.ID("prompt"), `for i in 1 2 3; do echo line$i; done`),
+		chromedp.Click(chromedp.ID("startbtn")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitJS(bctx, `document.getElementById('status').textContent === 'completed' && /(^|\n)line3\n/.test(document.getElementById('out').textContent)`, 20*time.Second); err != nil {
+		msg, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById('msg').textContent`))
+		t.Fatalf("the page did not show its run to the end (message %q): %v", msg, err)
+	}
+	id, err := chromedp.Run(bctx, chromedp.Evaluate[string](`location.hash.slice(5)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Run(ctx, id)
+	if err != nil || r.Status != "completed" {
+		t.Fatalf("the page's run %s: %+v %v", id, r, err)
+	}
+	href, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href`))
+	t.Logf("corral serve printed %s/?token=<%d hex digits>; the page at it listed run %s and ran %s to the end; its address is now %s", d.URL, len(d.Token), first.ID, id, href)
 	if errs := pageErrs.get(); len(errs) > 0 {
 		t.Errorf("the page reported errors: %q", errs)
 	}

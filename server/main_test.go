@@ -44,7 +44,9 @@ type env struct {
 // envOptions tune newEnv; every field has a default.
 type envOptions struct {
 	Store   store.Store                     // default: a fresh memstore
-	Tokens  map[string]string               // default: none (no auth)
+	Tokens  map[string]string               // default: none (NoAuth)
+	Hosts   []string                        // Options.AllowedHosts
+	Origins []string                        // Options.AllowedOrigins
 	MaxBody int64                           // default: the server's
 	Wrap    func(http.Handler) http.Handler // wraps the server's handler
 	RunOpts run.Options                     // the runner's options
@@ -83,7 +85,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	srv, err := server.New(server.Options{Runner: r, Definitions: o.Defs, Harnesses: names,
-		Tokens: o.Tokens, MaxBody: o.MaxBody})
+		Tokens: o.Tokens, NoAuth: len(o.Tokens) == 0, AllowedHosts: o.Hosts, AllowedOrigins: o.Origins, MaxBody: o.MaxBody})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +183,9 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// request is one raw HTTP request.
+// request is one raw HTTP request. Writes and requests with a body go as
+// application/json unless Header says otherwise; a Header value of ""
+// removes that header.
 type request struct {
 	Method, Path string
 	Body         string
@@ -202,10 +206,18 @@ func do(t *testing.T, base string, r request) (*http.Response, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Body != "" {
+	if r.Body != "" || (r.Method != "GET" && r.Method != "HEAD") {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range r.Header {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
+		if strings.EqualFold(k, "Host") {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	if r.Token != "" {

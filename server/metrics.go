@@ -22,6 +22,7 @@ type Metrics struct {
 	ensure      *prometheus.HistogramVec
 	exec        *prometheus.HistogramVec
 	reaped      *prometheus.CounterVec
+	refused     *prometheus.CounterVec
 }
 
 // NewMetrics returns a fresh set of metrics in their own registry.
@@ -40,8 +41,10 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30}}, []string{"provider"}),
 		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_reaper_runs_total", Help: "Runs the reaper looked at, by outcome."}, []string{"outcome"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_requests_refused_total", Help: "Requests refused before any route, by reason (host, origin, content-type, token)."}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.runsStarted, m.takeovers, m.ensure, m.exec, m.reaped,
+	m.reg.MustRegister(m.runsStarted, m.takeovers, m.ensure, m.exec, m.reaped, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

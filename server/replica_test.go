@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,23 +71,30 @@ func TestMain(m *testing.M) {
 
 // daemon is one `corral serve` process.
 type daemon struct {
-	name string
-	cmd  *exec.Cmd
-	URL  string
-	mu   sync.Mutex
-	log  strings.Builder // its stderr
-	done chan struct{}   // closed when it exited
+	name    string
+	cmd     *exec.Cmd
+	URL     string
+	Token   string // from the page address it printed
+	PageURL string // the page address it printed, with the token
+	mu      sync.Mutex
+	log     strings.Builder // its stderr
+	done    chan struct{}   // closed when it exited
 }
 
-var servingRE = regexp.MustCompile(`^corral: serving on (http://\S+) `)
+var (
+	servingRE = regexp.MustCompile(`^corral: serving on (http://\S+) `)
+	pageRE    = regexp.MustCompile(`^corral: open the web page at ((http://\S+)/\?token=([0-9a-f]{48})) `)
+)
 
-// startDaemon starts `corral serve` on a free loopback port and waits for
-// its "serving on" line. The process is killed when the test ends.
-func startDaemon(t *testing.T, bin, name, storeURL, cfg, stateDir string) *daemon {
+// startDaemon starts `corral serve` on a free loopback port, with args
+// added, and waits for its "serving on" line and the page's address with
+// its token (which follows; none with --no-auth). The process is killed
+// when the test ends.
+func startDaemon(t *testing.T, bin, name, storeURL, cfg, stateDir string, args ...string) *daemon {
 	t.Helper()
 	d := &daemon{name: name, done: make(chan struct{})}
-	d.cmd = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--store", storeURL, "--config", cfg,
-		"--reap-interval", "1h")
+	d.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--store", storeURL, "--config", cfg,
+		"--reap-interval", "1h"}, args...)...)
 	env := []string{"CORRAL_LEASE_TTL=1s", "XDG_STATE_HOME=" + stateDir}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CORRAL_") && !strings.HasPrefix(kv, "XDG_STATE_HOME=") {
@@ -101,17 +109,28 @@ func startDaemon(t *testing.T, bin, name, storeURL, cfg, stateDir string) *daemo
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addr := make(chan string, 1)
+	noAuth := slices.Contains(args, "--no-auth") // no page line with a token then
+	addr := make(chan [3]string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
+		serving := ""
 		for sc.Scan() {
 			line := sc.Text()
 			d.mu.Lock()
 			d.log.WriteString(line + "\n")
 			d.mu.Unlock()
 			if m := servingRE.FindStringSubmatch(line); m != nil {
+				serving = m[1]
+				if noAuth {
+					select {
+					case addr <- [3]string{serving, "", ""}:
+					default:
+					}
+				}
+			}
+			if m := pageRE.FindStringSubmatch(line); m != nil && m[2] == serving {
 				select {
-				case addr <- m[1]:
+				case addr <- [3]string{m[2], m[3], m[1]}:
 				default:
 				}
 			}
@@ -129,7 +148,8 @@ func startDaemon(t *testing.T, bin, name, storeURL, cfg, stateDir string) *daemo
 		}
 	})
 	select {
-	case d.URL = <-addr:
+	case a := <-addr:
+		d.URL, d.Token, d.PageURL = a[0], a[1], a[2]
 	case <-d.done:
 		t.Fatalf("replica %s exited before serving:\n%s", name, d.stderr())
 	case <-time.After(30 * time.Second):
@@ -208,12 +228,15 @@ func replicaTrial(t *testing.T, bin, pgURL, cfg string, trial int) {
 	a := startDaemon(t, bin, "A", storeURL, cfg, stateDir)
 	b := startDaemon(t, bin, "B", storeURL, cfg, stateDir)
 
-	ca, err := client.New(a.URL, "")
+	if a.Token != b.Token {
+		t.Fatalf("two daemons with one state directory print different tokens")
+	}
+	ca, err := client.New(a.URL, a.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ca.Retry = 300 * time.Millisecond // A is gone for good: give up on it fast
-	cb, err := client.New(b.URL, "")
+	cb, err := client.New(b.URL, b.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +322,7 @@ func replicaTrial(t *testing.T, bin, pgURL, cfg string, trial int) {
 	if !b.alive() {
 		t.Fatalf("replica B died:\n%s", b.stderr())
 	}
-	takeovers := scrape(t, b.URL, "corral_takeovers_total")
+	takeovers := scrape(t, b.URL, b.Token, "corral_takeovers_total")
 	t.Logf("trial %d: killed A at line %d (%d lines, %d events read from A); B finished the run %v later (epoch %d, %d events; B's corral_takeovers_total %s)",
 		trial, onA, seenOnA, eventsOnA, took.Round(time.Millisecond), got.DriverEpoch, last, takeovers)
 
@@ -310,9 +333,9 @@ func replicaTrial(t *testing.T, bin, pgURL, cfg string, trial int) {
 }
 
 // scrape returns the value of one sample of the daemon's /metrics.
-func scrape(t *testing.T, base, name string) string {
+func scrape(t *testing.T, base, token, name string) string {
 	t.Helper()
-	_, body := do(t, base, request{Method: "GET", Path: "/metrics"})
+	_, body := do(t, base, request{Method: "GET", Path: "/metrics", Token: token})
 	for _, l := range strings.Split(string(body), "\n") {
 		if f := strings.Fields(l); len(f) == 2 && f[0] == name {
 			return f[1]

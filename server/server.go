@@ -36,9 +36,21 @@ type Options struct {
 	Definitions []string
 	// Harnesses are the harness names clients may name.
 	Harnesses []string
-	// Tokens maps bearer tokens to tenants. Empty means no authentication,
-	// every request in the default tenant, and listening on loopback only.
+	// Tokens maps bearer tokens to tenants; the API and /metrics need one
+	// of them. Empty is allowed only with NoAuth.
 	Tokens map[string]string
+	// NoAuth serves without tokens, every request in the default tenant
+	// (listen on loopback only: see CheckListen). The Host, origin and
+	// content-type rules stay on.
+	NoAuth bool
+	// AllowedHosts are names the daemon answers to besides loopback and the
+	// address a connection came in on (the Host header; "name" for any
+	// port, "name:port", "*" for any). Any other Host is refused, which
+	// stops DNS rebinding.
+	AllowedHosts []string
+	// AllowedOrigins are browser origins (scheme://host[:port]) allowed to
+	// call the API besides the daemon's own page.
+	AllowedOrigins []string
 	// Logger receives request failures and background problems.
 	Logger *slog.Logger
 	// MaxBody bounds request bodies. Default 1 MiB.
@@ -74,6 +86,17 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("server: definition %q is not known to the runner", d)
 		}
 	}
+	if len(opts.Tokens) == 0 && !opts.NoAuth {
+		return nil, errors.New("server: no tokens: give Options.Tokens (corral serve makes one), or set NoAuth")
+	}
+	if len(opts.Tokens) > 0 && opts.NoAuth {
+		return nil, errors.New("server: Options.Tokens and NoAuth contradict each other")
+	}
+	for tok := range opts.Tokens {
+		if tok == "" {
+			return nil, errors.New("server: an empty token")
+		}
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -94,15 +117,16 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the server's HTTP handler: every route behind the Host,
+// origin and content-type rules (guard.go).
+func (s *Server) Handler() http.Handler { return s.guard(s.mux) }
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	s.mux.Handle("GET /metrics", s.metrics.Handler(s.st))
+	s.mux.Handle("GET /metrics", s.auth(s.metrics.Handler(s.st).ServeHTTP))
 	s.mux.HandleFunc("GET /{$}", s.page)
 	s.mux.HandleFunc("GET /v1/definitions", s.auth(s.definitions))
 	s.mux.HandleFunc("POST /v1/runs", s.auth(s.startRun))
@@ -115,36 +139,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("DELETE /v1/sandboxes/{key}", s.auth(s.deleteSandbox))
 }
 
-type tenantKey struct{}
-
-func tenantOf(r *http.Request) string {
-	t, _ := r.Context().Value(tenantKey{}).(string)
-	return t
-}
-
-// auth resolves the bearer token (or ?access_token=, which EventSource
-// needs) to a tenant.
-func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if len(s.opts.Tokens) > 0 {
-			tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok {
-				tok = r.URL.Query().Get("access_token")
-			}
-			tenant, known := s.opts.Tokens[tok]
-			if tok == "" || !known {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
-				writeJSON(w, http.StatusUnauthorized, api.Error{Code: sandbox.PermissionDenied.String(), Message: "a valid bearer token is required"})
-				return
-			}
-			r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
-		}
-		h(w, r)
-	}
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
@@ -490,7 +487,9 @@ func (s *Server) Reap(ctx context.Context) {
 	}
 }
 
-// CheckListen refuses to listen beyond loopback without tokens.
+// CheckListen refuses to listen beyond loopback without tokens given by
+// the operator (a token corral serve made itself, or --no-auth, stays on
+// loopback).
 func CheckListen(addr string, tokens map[string]string) error {
 	if len(tokens) > 0 {
 		return nil

@@ -2,8 +2,8 @@ package server_test
 
 // Tenants: bearer tokens map to tenants, and a tenant sees nothing of
 // another's — a foreign run is "not found" (404), never "forbidden" (403),
-// so ids don't leak. And the daemon refuses to listen beyond loopback
-// without tokens.
+// so ids don't leak. /metrics needs a token too. And the daemon refuses to
+// listen beyond loopback without tokens.
 
 import (
 	"encoding/json"
@@ -49,11 +49,22 @@ func TestTenantIsolation(t *testing.T) {
 	if n := e.runCount(); n != 0 {
 		t.Fatalf("unauthenticated requests created %d runs", n)
 	}
-	// The page, health and metrics need no token (the page asks for one).
-	for _, path := range []string{"/", "/healthz", "/metrics"} {
+	// The page and health need no token (the page asks for one); metrics
+	// do, as the API does.
+	for _, path := range []string{"/", "/healthz"} {
 		if resp, _ := do(t, e.URL, request{Method: "GET", Path: path}); resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s without a token: %s", path, resp.Status)
 		}
+	}
+	for _, tok := range []string{"", "nope", "acme"} {
+		if resp, body := do(t, e.URL, request{Method: "GET", Path: "/metrics", Token: tok}); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("GET /metrics with token %q: %s, want 401", tok, resp.Status)
+		} else {
+			apiError(t, resp, body)
+		}
+	}
+	if resp, body := do(t, e.URL, request{Method: "GET", Path: "/metrics", Token: "b-token"}); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "corral_runs_started_total") {
+		t.Fatalf("GET /metrics with a token: %s", resp.Status)
 	}
 
 	a, b := e.client("a-token"), e.client("b-token")

@@ -23,13 +23,13 @@ type remoteFlags struct {
 
 func (f *remoteFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.server, "server", os.Getenv("CORRAL_SERVER"), "go through the daemon at this URL (e.g. http://127.0.0.1:7777; env CORRAL_SERVER)")
-	cmd.Flags().StringVar(&f.token, "token", "", "the daemon's bearer token (env CORRAL_TOKEN)")
+	cmd.Flags().StringVar(&f.token, "token", "", "the daemon's bearer token (env CORRAL_TOKEN; default for a loopback --server: the token a local corral serve keeps in "+displayStateDir()+")")
 }
 
 func (f *remoteFlags) client() (*client.Client, error) {
-	tok := f.token
-	if tok == "" {
-		tok = os.Getenv("CORRAL_TOKEN")
+	tok, err := client.ResolveToken(f.server, f.token)
+	if err != nil {
+		return nil, err
 	}
 	return client.New(f.server, tok)
 }

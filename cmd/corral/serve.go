@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/d10ffeed/corral/api"
 	"github.com/d10ffeed/corral/config"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
@@ -27,6 +28,9 @@ func newServeCmd() *cobra.Command {
 		tokens   []string
 		interval time.Duration
 		ttl      time.Duration
+		noAuth   bool
+		hosts    []string
+		origins  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -35,17 +39,50 @@ func newServeCmd() *cobra.Command {
 Events, cancel, sandboxes), a web page at /, /healthz and /metrics, and runs
 the reaper. Several daemons may share one PostgreSQL store (--store
 postgres://…): clients reconnect to any of them, and a daemon takes over the
-runs of one that died. Without --token it listens on loopback only.`,
+runs of one that died.
+
+The API and /metrics need a bearer token. Without --token the daemon makes one on
+its first start, keeps it in ` + displayStateDir() + `/` + api.TokenFileName + ` (owner-only)
+and reuses it; it prints the web page's address with the token, and the CLI
+(--server on loopback) reads it from there. Without --token it listens on
+loopback only. --no-auth serves without a token (loopback only; any process
+or user of this machine can then run commands as you). Whatever the auth,
+the daemon answers only to its own names (loopback, the address it listens
+on, --allow-host), refuses browser requests from other origins (but
+--allow-origin) and takes writes as application/json only, so a web page you
+visit cannot use it.`,
 		Example: `  corral serve
-  corral serve --listen 0.0.0.0:7777 --store postgres://corral@db/corral --token s3cret=acme --config app.yaml`,
+  corral serve --listen 0.0.0.0:7777 --store postgres://corral@db/corral --token s3cret=acme --config app.yaml --allow-host corral.acme.dev`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			toks, err := parseTokens(tokens)
 			if err != nil {
 				return err
 			}
+			if noAuth && len(toks) > 0 {
+				return errors.New("--no-auth and --token (or CORRAL_TOKENS) contradict each other")
+			}
 			if err := server.CheckListen(listen, toks); err != nil {
 				return err
+			}
+			if noAuth {
+				fmt.Fprintln(cmd.ErrOrStderr(), "corral: WARNING: --no-auth: this daemon needs no token; any process or user on this machine can run commands through it as you")
+			}
+			var pageToken, tokenNote string
+			if !noAuth && len(toks) == 0 {
+				path, err := api.TokenPath()
+				if err != nil {
+					return err
+				}
+				tok, created, err := server.LoadOrCreateToken(path)
+				if err != nil {
+					return err
+				}
+				toks, pageToken = map[string]string{tok: ""}, tok
+				tokenNote = "token kept in " + path
+				if created {
+					tokenNote = "token made and kept in " + path
+				}
 			}
 			defs, err := loadDefinitions(configs)
 			if err != nil {
@@ -69,8 +106,8 @@ runs of one that died. Without --token it listens on loopback only.`,
 			if err != nil {
 				return err
 			}
-			srv, err := server.New(server.Options{Runner: r, Definitions: ids, Harnesses: harnessNames(), Tokens: toks,
-				Logger: logger(), ReapInterval: interval, ReapTTL: ttl, Metrics: metrics})
+			srv, err := server.New(server.Options{Runner: r, Definitions: ids, Harnesses: harnessNames(), Tokens: toks, NoAuth: noAuth,
+				AllowedHosts: hosts, AllowedOrigins: origins, Logger: logger(), ReapInterval: interval, ReapTTL: ttl, Metrics: metrics})
 			if err != nil {
 				return err
 			}
@@ -83,6 +120,9 @@ runs of one that died. Without --token it listens on loopback only.`,
 			errc := make(chan error, 1)
 			go func() { errc <- hs.Serve(ln) }()
 			fmt.Fprintf(cmd.ErrOrStderr(), "corral: serving on http://%s (definitions: %s)\n", ln.Addr(), strings.Join(ids, ", "))
+			if pageToken != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "corral: open the web page at http://%s/?token=%s (%s; corral run --server reads it from there)\n", ln.Addr(), pageToken, tokenNote)
+			}
 			select {
 			case err := <-errc:
 				return err
@@ -104,6 +144,9 @@ runs of one that died. Without --token it listens on loopback only.`,
 	cmd.Flags().StringVar(&storeURL, "store", "", "state store: sqlite:PATH (default under "+displayStateDir()+") or postgres://…")
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a sandbox definition file (repeatable; default ./"+config.DefaultFile+" or the built-in local definition)")
 	cmd.Flags().StringArrayVar(&tokens, "token", nil, "an auth token and its tenant, `TOKEN=TENANT` (repeatable); also CORRAL_TOKENS=t1=a,t2=b")
+	cmd.Flags().BoolVar(&noAuth, "no-auth", false, "serve without a token (loopback only; any local process or user can then run commands as you)")
+	cmd.Flags().StringArrayVar(&hosts, "allow-host", nil, "a name the daemon answers to besides loopback and its listen address (the Host header; `NAME` or NAME:PORT, repeatable; \"*\" for any)")
+	cmd.Flags().StringArrayVar(&origins, "allow-origin", nil, "a browser origin allowed to call the API besides the daemon's own page (`URL` such as https://ops.acme.dev, repeatable)")
 	cmd.Flags().DurationVar(&interval, "reap-interval", time.Minute, "how often the reaper runs")
 	cmd.Flags().DurationVar(&ttl, "ttl", 30*time.Minute, "cancel runs nobody watched for this long (negative: never)")
 	return cmd

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/d10ffeed/corral/api"
 	"github.com/d10ffeed/corral/config"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
@@ -28,17 +29,14 @@ func (f *stateFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.tenant, "tenant", "", "tenant the sandbox belongs to (part of its key)")
 }
 
-// stateDir is where corral keeps its default SQLite store:
-// $XDG_STATE_HOME/corral, else ~/.local/state/corral.
+// stateDir is where corral keeps its default SQLite store and the
+// daemon's token: $XDG_STATE_HOME/corral, else ~/.local/state/corral.
 func stateDir() (string, error) {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "corral"), nil
-	}
-	home, err := os.UserHomeDir()
+	dir, err := api.StateDir()
 	if err != nil {
-		return "", fmt.Errorf("no home directory for the default store (set --store or XDG_STATE_HOME): %w", err)
+		return "", fmt.Errorf("%w (or set --store)", err)
 	}
-	return filepath.Join(home, ".local", "state", "corral"), nil
+	return dir, nil
 }
 
 func displayStateDir() string {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net"
 	"net/http"
@@ -49,7 +50,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 // refuse answers a refused request with a JSON error and counts it.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, reason string, status int, msg string) {
 	s.metrics.refused.WithLabelValues(reason).Inc()
-	s.log.Warn("server: request refused", "reason", reason, "method", r.Method, "path", r.URL.Path, "host", r.Host, "origin", r.Header.Get("Origin"))
+	// A page that floods the daemon must not flood its log: the 1st, 2nd,
+	// 4th, 8th… refusal is a warning, the rest are debug lines (the metric
+	// counts them all).
+	level := slog.LevelDebug
+	if n := s.refusals.Add(1); n&(n-1) == 0 {
+		level = slog.LevelWarn
+	}
+	s.log.Log(r.Context(), level, "server: request refused", "reason", reason, "method", r.Method, "path", r.URL.Path, "host", r.Host, "origin", r.Header.Get("Origin"), "refused so far", s.refusals.Load())
 	code := sandbox.PermissionDenied
 	if status == http.StatusUnsupportedMediaType {
 		code = sandbox.InvalidArgument

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/d10ffeed/corral/api"
@@ -71,6 +72,8 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *Metrics
+	// refusals counts refused requests, to bound the log lines they make.
+	refusals atomic.Int64
 }
 
 // New returns a server.

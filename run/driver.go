@@ -273,6 +273,7 @@ func (d *driver) stopAgent(paths journal.Paths) {
 	// must not be cut short by that.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), time.Minute)
 	defer cancel()
+	harness.Interrupt(ctx, d.h, d.run.ID) // the agent may end its turn itself first (ACP session/cancel)
 	if d.handle.Capabilities().KillableProcesses {
 		if err := journal.Kill(ctx, d.handle, paths, d.r.opts.KillGrace); err == nil {
 			return

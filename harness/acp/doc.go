@@ -50,8 +50,23 @@
 //     with session/load (its id is in the session.started event), and
 //     falls back to a new session with a session.not_resumed event when
 //     the agent cannot load it.
-//   - Cancel works as for any run: killing the journaled process tree
-//     kills the relay and the agent.
+//   - Cancel: when this process holds the session, the runner first has
+//     the client send session/cancel (Harness.Interrupt) and gives the
+//     agent Options.CancelGrace to end its turn; then it kills the
+//     journaled process tree as for any run.
+//
+// # Containment
+//
+// The relay starts the agent in a session and process group of its own
+// (setsid, where the sandbox has it) and marks it with MarkerEnv, which
+// everything the agent starts inherits. When the run ends, when the
+// client goes away, and when the relay is sent SIGTERM (a cancel), the
+// relay stops the whole group and every process that carries the marker —
+// a launcher's real agent (npm's launchers fork the native agent), its
+// background jobs, double-forked and setsid daemons — with SIGTERM, then
+// SIGKILL after Options.KillGrace, until none is left; the client sweeps
+// the marker once more after the relay ended. A process that both leaves
+// the group and clears its environment is not found.
 //   - Harness.Close ends this process's sessions with a recorded error
 //     ("acp-client-closed"), so their runs finish instead of waiting.
 //

@@ -79,7 +79,8 @@
 // not journaled) or starts a new session with cwd = Request.WorkspaceRoot,
 // and sends the prompt as one text block.
 //
-// Permission requests are answered from Request.Policy: execute is a
+// Permission requests are answered from Request.Policy (no policy allows
+// everything, as for every harness): execute is a
 // command (the command text from the tool call's raw input: "command",
 // "cmd" or an argv; a shell's -c script is the command), edit, delete and
 // move are file writes, fetch is network, read, search, think and

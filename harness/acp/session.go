@@ -358,7 +358,7 @@ func (s *session) ReadTextFile(ctx context.Context, p acpsdk.ReadTextFileRequest
 
 // resolve asks the policy about an action, with the approvals given.
 func (s *session) resolve(kind sandbox.ApprovalKind, target string) sandbox.Resolution {
-	return s.req.Policy.Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: kind, Target: target}, s.req.Scripts, s.decisions)
+	return sandbox.EffectivePolicy(s.req.Policy).Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: kind, Target: target}, s.req.Scripts, s.decisions)
 }
 
 func decision(res sandbox.Resolution) string {

@@ -56,7 +56,7 @@ func (r *Runner) newDriver(run store.Run, def *sandbox.Definition, h harness.Har
 	return &driver{
 		r: r, run: run, def: def, h: h, lease: lease, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}),
-		tr: h.Translator(harness.Run{RunID: run.ID, ThreadID: run.ThreadID}),
+		tr: withPolicyNotice(run, h.Translator(harness.Run{RunID: run.ID, ThreadID: run.ThreadID})),
 	}
 }
 

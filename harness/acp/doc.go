@@ -92,7 +92,10 @@
 // Options["approvals"] (a JSON object of id → bool). The same gates apply
 // to fs/write_text_file (the fileWrite rule) and terminal/create (the
 // command rules), so an agent that skips the permission request is held
-// to the policy all the same.
+// to the policy all the same. What the agent does with its own tools
+// never reaches corral: UnenforcedRules reports every deny and ask rule of
+// the policy as enforced only at this boundary, and the run opens with a
+// policy.unenforced event saying so.
 //
 // fs/read_text_file and fs/write_text_file use the sandbox's workspace
 // file system (paths outside the workspace are refused); terminal/create

@@ -8,7 +8,7 @@
 //  3. an execute tool call for -cmd: a permission request, then the
 //     command through terminal/create, wait_for_exit and release;
 //  4. an edit tool call for -write: a permission request, then
-//     fs/write_text_file;
+//     fs/write_text_file (-no-permission skips both requests);
 //  5. a closing message, and the -stop stop reason.
 //
 // New sessions are "sess-1", "sess-2", ...; with -load the agent can load
@@ -63,7 +63,7 @@ func main() {
 	flag.BoolVar(&cfg.load, "load", false, "advertise loadSession (the session sess-known can be loaded)")
 	flag.BoolVar(&cfg.crash, "crash", false, "exit 3 after the first message")
 	flag.BoolVar(&cfg.hang, "hang", false, "block the turn until it is cancelled")
-	flag.BoolVar(&cfg.skipAsk, "no-permission", false, "run the command without asking permission first")
+	flag.BoolVar(&cfg.skipAsk, "no-permission", false, "run the command and write the file without asking permission first")
 	flag.BoolVar(&cfg.mcpHTTP, "mcp-http", false, "advertise MCP over HTTP")
 	flag.StringVar(&cfg.cmd, "cmd", "echo hello", "the command the turn runs")
 	flag.StringVar(&cfg.write, "write", "notes.txt", "the file the turn writes (relative to the cwd)")
@@ -313,8 +313,11 @@ func (t *turn) play(prompt string, mcp []string) error {
 		acp.WithStartRawInput(winput))); err != nil {
 		return err
 	}
-	if allowed, err = t.ask(write, "Write "+t.a.cfg.write, acp.ToolKindEdit, winput); err != nil {
-		return err
+	allowed = true
+	if !t.a.cfg.skipAsk {
+		if allowed, err = t.ask(write, "Write "+t.a.cfg.write, acp.ToolKindEdit, winput); err != nil {
+			return err
+		}
 	}
 	switch {
 	case !allowed:

@@ -147,4 +147,3 @@ func TestAgentProcessesContainedDocker(t *testing.T) {
 	})
 	t.Logf("docker: processes left after run: %d, after cancel: %d", afterRun, afterCancel)
 }
-

@@ -5,9 +5,11 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
+	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
 )
@@ -44,6 +46,10 @@ type Run struct {
 	CancelRequested *time.Time `json:"cancelRequested,omitempty"`
 	DriverEpoch     int64      `json:"driverEpoch"`
 	LastSeq         int64      `json:"lastSeq"`
+	// PolicyUnenforced lists the rules of the run's policy that its
+	// harness cannot enforce (the run's policy.unenforced event says the
+	// same).
+	PolicyUnenforced []event.UnenforcedRule `json:"policyUnenforced,omitempty"`
 }
 
 // RunFrom converts a stored run.
@@ -54,11 +60,15 @@ func RunFrom(r store.Run, lastSeq int64) Run {
 		}
 		return &t
 	}
+	var unenforced []event.UnenforcedRule
+	if r.PolicyUnenforced != "" {
+		_ = json.Unmarshal([]byte(r.PolicyUnenforced), &unenforced)
+	}
 	return Run{
 		ID: r.ID, Thread: r.ThreadID, Definition: r.DefinitionID, Harness: r.Harness, Status: string(r.Status),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: opt(r.FinishedAt), Error: r.Error, ExitCode: r.ExitCode,
 		SandboxKey: r.SandboxKey, DetachedSince: opt(r.DetachedSince), CancelRequested: opt(r.CancelRequested),
-		DriverEpoch: r.DriverEpoch, LastSeq: lastSeq,
+		DriverEpoch: r.DriverEpoch, LastSeq: lastSeq, PolicyUnenforced: unenforced,
 	}
 }
 

@@ -50,7 +50,31 @@ const (
 	// SessionStarted carries the agent's session id (value: Session), so
 	// the thread's next run can resume it.
 	SessionStarted = "session.started"
+	// PolicyUnenforced follows RUN_STARTED when the run's harness cannot
+	// enforce some rules of the run's policy (value: PolicyNotice).
+	PolicyUnenforced = "policy.unenforced"
 )
+
+// PolicyNotice is the value of a policy.unenforced event: the rules of the
+// run's policy that its harness cannot enforce, and why.
+type PolicyNotice struct {
+	Harness string           `json:"harness"`
+	Rules   []UnenforcedRule `json:"rules"`
+}
+
+// UnenforcedRule is a rule of a policy that a harness cannot (or cannot
+// fully) enforce.
+type UnenforcedRule struct {
+	// Rule names the rule: "commands.deny", "commands.ask", "fileWrite",
+	// "network" or "default".
+	Rule string `json:"rule"`
+	// Pattern is a command rule's pattern.
+	Pattern string `json:"pattern,omitempty"`
+	// Decision is what the rule decides ("deny" or "ask").
+	Decision string `json:"decision"`
+	// Reason says what the harness does not see or cannot stop.
+	Reason string `json:"reason"`
+}
 
 // FileChange is the value of a file.changed event: the run's working-tree
 // change as a git patch (new, untracked files included) and the paths it

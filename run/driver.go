@@ -56,7 +56,7 @@ func (r *Runner) newDriver(run store.Run, def *sandbox.Definition, h harness.Har
 	return &driver{
 		r: r, run: run, def: def, h: h, lease: lease, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}),
-		tr: h.Translator(harness.Run{RunID: run.ID, ThreadID: run.ThreadID}),
+		tr: withPolicyNotice(run, h.Translator(harness.Run{RunID: run.ID, ThreadID: run.ThreadID})),
 	}
 }
 
@@ -273,6 +273,7 @@ func (d *driver) stopAgent(paths journal.Paths) {
 	// must not be cut short by that.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), time.Minute)
 	defer cancel()
+	harness.Interrupt(ctx, d.h, d.run.ID) // the agent may end its turn itself first (ACP session/cancel)
 	if d.handle.Capabilities().KillableProcesses {
 		if err := journal.Kill(ctx, d.handle, paths, d.r.opts.KillGrace); err == nil {
 			return

@@ -8,7 +8,8 @@ import (
 // Decision is a policy's verdict on an action.
 type Decision string
 
-// Decisions. The zero value means "not set" and resolves to Ask.
+// Decisions. The zero value means "not set"; inside a policy it resolves
+// to Ask.
 const (
 	Allow Decision = "allow"
 	Ask   Decision = "ask"
@@ -25,6 +26,11 @@ func (d Decision) Valid() bool { return d == "" || d == Allow || d == Ask || d =
 // script's command, and a command equal to a script's text matches rules
 // naming the script. Precedence is deny > ask > allow > Default, and an
 // unset Default is Ask.
+//
+// No policy (a nil *Policy) guards nothing: every action is allowed, as
+// under Policy{Default: Allow} (EffectivePolicy), for every harness. A
+// policy that is set, even an empty one, asks for whatever it has no rule
+// for unless its Default says otherwise.
 //
 // FileWrite and Network are coarse gates; Network is handed to the provider
 // at create (NetworkDeny where the provider enforces it).
@@ -55,8 +61,20 @@ func (p *Policy) Validate() error {
 	return nil
 }
 
+// EffectivePolicy returns p, or for no policy (nil) the policy a run
+// without one gets: everything allowed.
+func EffectivePolicy(p *Policy) *Policy {
+	if p == nil {
+		return &Policy{Default: Allow}
+	}
+	return p
+}
+
 func (p *Policy) def() Decision {
-	if p == nil || p.Default == "" {
+	switch {
+	case p == nil:
+		return Allow
+	case p.Default == "":
 		return Ask
 	}
 	return p.Default

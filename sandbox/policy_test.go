@@ -36,8 +36,11 @@ func TestEvaluateCommand(t *testing.T) {
 		}
 	}
 	var none *sandbox.Policy
-	if got := none.EvaluateCommand("anything", nil); got != sandbox.Ask {
-		t.Errorf("no policy: %s, want ask", got)
+	if got := none.EvaluateCommand("anything", nil); got != sandbox.Allow {
+		t.Errorf("no policy: %s, want allow", got)
+	}
+	if got := (&sandbox.Policy{}).EvaluateCommand("anything", nil); got != sandbox.Ask {
+		t.Errorf("an empty policy: %s, want ask", got)
 	}
 	if got := (&sandbox.Policy{Default: sandbox.Allow}).EvaluateCommand("x", nil); got != sandbox.Allow {
 		t.Errorf("default allow: %s", got)

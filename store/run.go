@@ -97,13 +97,19 @@ type Run struct {
 	// ClaimRun moves it, by one. Event appends and fenced updates from a
 	// driver holding an older epoch are refused.
 	DriverEpoch int64
+	// PolicyUnenforced lists, as JSON (an array of event.UnenforcedRule),
+	// the rules of the run's policy that its harness cannot enforce; set at
+	// create and never changed, so every driver of the run opens it with
+	// the same policy.unenforced event. Optional: empty when the harness
+	// enforces the whole policy (or there is none).
+	PolicyUnenforced string
 }
 
 // RunPatch changes some fields of a run. Each Opt field is left as it is
 // when zero, stored with Set and cleared with Clear. For the string and time
 // fields, Set of the zero value ("" or the zero time) clears, like Clear.
-// ID, ThreadID, Tenant, DefinitionID, Harness, JournalNonce and CreatedAt
-// never change; DriverEpoch moves only through ClaimRun; UpdatedAt is set by
+// ID, ThreadID, Tenant, DefinitionID, Harness, JournalNonce,
+// PolicyUnenforced and CreatedAt never change; DriverEpoch moves only through ClaimRun; UpdatedAt is set by
 // the store.
 type RunPatch struct {
 	// Status sets the status. It cannot be cleared (InvalidArgument).

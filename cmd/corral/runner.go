@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/d10ffeed/corral/event"
@@ -68,6 +69,9 @@ func (p *printer) print(e store.Event) error {
 	case event.ToolCallStart:
 		_, err = fmt.Fprintf(p.stderr, "corral: tool %s\n", ev.ToolCallName)
 	case event.Custom:
+		if ev.Name == event.PolicyUnenforced {
+			err = printPolicyNotice(p.stderr, ev.Value)
+		}
 		if ev.Name == event.ApprovalRequested {
 			var a event.Approval
 			if json.Unmarshal(ev.Value, &a) == nil && a.ID != "" {
@@ -88,4 +92,35 @@ func (p *printer) print(e store.Event) error {
 		}
 	}
 	return err
+}
+
+// printPolicyNotice warns that the run's harness cannot enforce some rules
+// of its policy: one warning line, then a line per rule with why.
+func printPolicyNotice(w io.Writer, value json.RawMessage) error {
+	var n event.PolicyNotice
+	if json.Unmarshal(value, &n) != nil || len(n.Rules) == 0 {
+		return nil
+	}
+	names := make([]string, len(n.Rules))
+	for i, r := range n.Rules {
+		names[i] = ruleName(r)
+	}
+	if _, err := fmt.Fprintf(w, "corral: warning: the %s harness cannot enforce these rules of the policy: %s\n", n.Harness, strings.Join(names, ", ")); err != nil {
+		return err
+	}
+	for _, r := range n.Rules {
+		if _, err := fmt.Fprintf(w, "corral:   %s: %s\n", ruleName(r), r.Reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ruleName is a policy rule as a person reads it: commands.deny "rm *",
+// fileWrite deny.
+func ruleName(r event.UnenforcedRule) string {
+	if r.Pattern != "" {
+		return r.Rule + " " + strconv.Quote(r.Pattern)
+	}
+	return r.Rule + " " + r.Decision
 }

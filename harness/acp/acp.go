@@ -40,6 +40,12 @@ type Options struct {
 	// ExitGrace is how long the agent gets to exit after its stdin closed
 	// at the end of the turn, before the relay kills it. Default 5s.
 	ExitGrace time.Duration
+	// KillGrace is how long the agent's processes get between SIGTERM and
+	// SIGKILL when the relay stops them. Default 2s.
+	KillGrace time.Duration
+	// CancelGrace is how long a cancelled run's agent gets to end its turn
+	// after session/cancel before the runner kills it. Default 5s.
+	CancelGrace time.Duration
 }
 
 // Harness runs any Agent Client Protocol agent: Request.Args is the
@@ -68,6 +74,12 @@ func New(opts Options) *Harness {
 	if opts.ExitGrace <= 0 {
 		opts.ExitGrace = 5 * time.Second
 	}
+	if opts.KillGrace <= 0 {
+		opts.KillGrace = 2 * time.Second
+	}
+	if opts.CancelGrace <= 0 {
+		opts.CancelGrace = 5 * time.Second
+	}
 	base, stop := context.WithCancel(context.Background())
 	return &Harness{opts: opts, base: base, stop: stop, sessions: map[string]*session{}}
 }
@@ -77,23 +89,6 @@ func (*Harness) Name() string { return Name }
 
 // Translator returns the translator of an ACP run's journal.
 func (*Harness) Translator(run harness.Run) harness.Translator { return newTranslator(run) }
-
-// relayScript is the journaled command. It starts the agent with its stdin
-// and stdout on two FIFOs the client holds, and copies what the client
-// writes to a third FIFO to its own stdout, which is the journal. When the
-// client closes that FIFO the agent is stopped and the relay exits with
-// the code the client left in rc; without one, the client went away.
-// $1 is the FIFO directory; the agent's argv follows.
-const relayScript = `d=$1; shift
-"$@" <"$d/in" >"$d/out" &
-a=$!
-cat "$d/ev"
-kill "$a" 2>/dev/null
-wait "$a"
-if [ -s "$d/rc" ]; then IFS= read -r rc <"$d/rc"; exit "$rc"; fi
-echo "corral: the ACP client (the corral process that drove this session) went away; the session is lost" >&2
-exit 75
-`
 
 // fifoScript makes the relay's FIFOs in a fresh directory ($1).
 const fifoScript = `umask 077 && mkdir -p "$1" && cd "$1" && rm -f in out ev rc && mkfifo in out ev`
@@ -140,7 +135,7 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 	if req.WorkspaceRoot == "" {
 		req.WorkspaceRoot = hd.WorkspaceRoot()
 	}
-	cmd := sandbox.Command{Args: append([]string{"sh", "-c", relayScript, "corral-acp", req.RunDir}, req.Args...), Env: req.Env}
+	cmd := sandbox.Command{Args: append([]string{"sh", "-c", relayScript, "corral-acp", req.RunDir, tenths(h.opts.KillGrace)}, req.Args...), Env: req.Env}
 	if err := cmd.Validate(); err != nil {
 		return harness.Invocation{}, err
 	}

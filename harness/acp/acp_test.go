@@ -381,9 +381,22 @@ func TestTurnAskAndDeny(t *testing.T) {
 			t.Errorf("the allowed write happens: %q", got)
 		}
 	})
-	t.Run("NilPolicyAsksForEverything", func(t *testing.T) {
+	t.Run("NoPolicyAllowsEverything", func(t *testing.T) {
 		hd := newSandbox(t)
 		res := runTurn(t, newHarness(t), hd, harness.Request{Prompt: "p", Args: []string{bin}})
+		if a := approvals(t, res.events); len(a) != 0 {
+			t.Errorf("approvals = %+v", a)
+		}
+		if tc := toolCalls(t, res.events)["call-1"]; tc == nil || tc.isError || tc.result != "hello\n" {
+			t.Errorf("the command runs: %+v", tc)
+		}
+		if got, _ := readWorkspace(t, hd, "notes.txt"); got != "hello from acp\n" {
+			t.Errorf("the write happens: %q", got)
+		}
+	})
+	t.Run("EmptyPolicyAsksForEverything", func(t *testing.T) {
+		hd := newSandbox(t)
+		res := runTurn(t, newHarness(t), hd, harness.Request{Prompt: "p", Args: []string{bin}, Policy: &sandbox.Policy{}})
 		var ids []string
 		for _, a := range approvals(t, res.events) {
 			ids = append(ids, a.ID)

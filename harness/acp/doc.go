@@ -50,8 +50,23 @@
 //     with session/load (its id is in the session.started event), and
 //     falls back to a new session with a session.not_resumed event when
 //     the agent cannot load it.
-//   - Cancel works as for any run: killing the journaled process tree
-//     kills the relay and the agent.
+//   - Cancel: when this process holds the session, the runner first has
+//     the client send session/cancel (Harness.Interrupt) and gives the
+//     agent Options.CancelGrace to end its turn; then it kills the
+//     journaled process tree as for any run.
+//
+// # Containment
+//
+// The relay starts the agent in a session and process group of its own
+// (setsid, where the sandbox has it) and marks it with MarkerEnv, which
+// everything the agent starts inherits. When the run ends, when the
+// client goes away, and when the relay is sent SIGTERM (a cancel), the
+// relay stops the whole group and every process that carries the marker —
+// a launcher's real agent (npm's launchers fork the native agent), its
+// background jobs, double-forked and setsid daemons — with SIGTERM, then
+// SIGKILL after Options.KillGrace, until none is left; the client sweeps
+// the marker once more after the relay ended. A process that both leaves
+// the group and clears its environment is not found.
 //   - Harness.Close ends this process's sessions with a recorded error
 //     ("acp-client-closed"), so their runs finish instead of waiting.
 //
@@ -64,7 +79,8 @@
 // not journaled) or starts a new session with cwd = Request.WorkspaceRoot,
 // and sends the prompt as one text block.
 //
-// Permission requests are answered from Request.Policy: execute is a
+// Permission requests are answered from Request.Policy (no policy allows
+// everything, as for every harness): execute is a
 // command (the command text from the tool call's raw input: "command",
 // "cmd" or an argv; a shell's -c script is the command), edit, delete and
 // move are file writes, fetch is network, read, search, think and
@@ -76,7 +92,10 @@
 // Options["approvals"] (a JSON object of id → bool). The same gates apply
 // to fs/write_text_file (the fileWrite rule) and terminal/create (the
 // command rules), so an agent that skips the permission request is held
-// to the policy all the same.
+// to the policy all the same. What the agent does with its own tools
+// never reaches corral: UnenforcedRules reports every deny and ask rule of
+// the policy as enforced only at this boundary, and the run opens with a
+// policy.unenforced event saying so.
 //
 // fs/read_text_file and fs/write_text_file use the sandbox's workspace
 // file system (paths outside the workspace are refused); terminal/create

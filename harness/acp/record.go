@@ -25,6 +25,7 @@ const (
 	recTerminalExit = "terminal_exit" // a terminal's command exited
 	recWarning      = "warning"       // something the user should know
 	recPrompt       = "prompt"        // session/prompt answered: the turn ended
+	recCancel       = "cancel"        // the client sent session/cancel (the run was cancelled)
 	recError        = "error"         // the session failed
 	recEnd          = "end"           // the client closed the session cleanly
 )

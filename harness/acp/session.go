@@ -44,7 +44,8 @@ type session struct {
 	jw         *journalWriter
 	conn       *acpsdk.ClientSideConnection
 	terms      terminals
-	loading    atomic.Bool // session/load is replaying history: journal none of it
+	loading    atomic.Bool  // session/load is replaying history: journal none of it
+	sid        atomic.Value // the acpsdk.SessionId the prompt runs in, once known
 	stopped    acpsdk.StopReason
 	done       chan struct{}
 }
@@ -237,6 +238,7 @@ func (s *session) drive() *record {
 	}
 	rec.SessionID = string(sid)
 	_ = s.jw.write(rec)
+	s.sid.Store(sid)
 
 	resp, err := s.conn.Prompt(s.ctx, acpsdk.PromptRequest{SessionId: sid, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(s.req.Prompt)}})
 	if err != nil {
@@ -323,6 +325,9 @@ func (s *session) teardown(failed *record) {
 		_, _ = p.Wait(wctx)
 		wcancel()
 	}
+	// The relay stopped the agent's processes; this catches what a relay
+	// killed before it could left behind.
+	s.sweep(ctx)
 }
 
 // ReadTextFile serves fs/read_text_file from the sandbox's workspace.
@@ -353,7 +358,7 @@ func (s *session) ReadTextFile(ctx context.Context, p acpsdk.ReadTextFileRequest
 
 // resolve asks the policy about an action, with the approvals given.
 func (s *session) resolve(kind sandbox.ApprovalKind, target string) sandbox.Resolution {
-	return s.req.Policy.Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: kind, Target: target}, s.req.Scripts, s.decisions)
+	return sandbox.EffectivePolicy(s.req.Policy).Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: kind, Target: target}, s.req.Scripts, s.decisions)
 }
 
 func decision(res sandbox.Resolution) string {

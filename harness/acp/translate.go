@@ -149,6 +149,8 @@ func (t *translator) Line(line []byte) []event.Event {
 		}
 	case recEnd:
 		t.ended = true
+	case recCancel:
+		// The run was cancelled; the runner ends it with its own event.
 	}
 	return nil
 }

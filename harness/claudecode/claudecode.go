@@ -23,6 +23,10 @@
 //     (see below).
 //   - partialMessages: "false" drops --include-partial-messages (text then
 //     arrives a whole block at a time).
+//   - policy: "strict" (default) refuses to run a policy that guards
+//     anything in a sandbox without node (corral's permission tool needs
+//     it); "best-effort" runs it with Claude Code's own rules instead (see
+//     below), and the run's policy.unenforced event says what that misses.
 //
 // # Permissions
 //
@@ -33,9 +37,12 @@
 // decides every Bash, file-write and network call with the policy's exact
 // rules and answers allow with updatedInput, or deny. A decision of "ask"
 // is denied for this run and becomes an approval.requested event. Without
-// node in the sandbox the harness falls back to dontAsk with
-// --allowedTools/--disallowedTools rules. Bypass is never used while the
-// policy has rules.
+// node in the sandbox Prepare fails, unless option policy=best-effort
+// lets the harness fall back to dontAsk with --allowedTools and
+// --disallowedTools rules. Bypass is never used while the policy has rules.
+// What the tool cannot hold (UnenforcedRules): the fileWrite and network
+// gates reach Claude Code's file-editing and web tools, not a shell command
+// the policy lets run.
 //
 // # Workspace projection
 //
@@ -140,7 +147,7 @@ const ResumeFailed = "session.resume_failed"
 // auth.
 var hostScrub = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"}
 
-var knownOptions = map[string]bool{"executable": true, "baseURL": true, "permissionMode": true, "isSandbox": true, "partialMessages": true}
+var knownOptions = map[string]bool{"executable": true, "baseURL": true, "permissionMode": true, "isSandbox": true, "partialMessages": true, OptPolicy: true}
 
 var validModes = map[string]bool{"acceptEdits": true, "auto": true, ModeBypass: true, "manual": true, ModeDontAsk: true, "plan": true, ModeDefault: true}
 
@@ -172,7 +179,7 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown option %s (known: baseURL, executable, isSandbox, partialMessages, permissionMode)", strings.Join(unknown, ", "))
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown option %s (known: baseURL, executable, isSandbox, partialMessages, permissionMode, policy)", strings.Join(unknown, ", "))
 	}
 	if err := checkMCPServers(req); err != nil {
 		return harness.Invocation{}, err
@@ -234,9 +241,17 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 
 	// Permissions.
 	withTool := false
+	bestEffort, err := policyMode(opt(OptPolicy))
+	if err != nil {
+		return harness.Invocation{}, sandbox.Wrap(sandbox.InvalidArgument, op, req.RunID, err)
+	}
 	if !unrestricted(req.Policy) {
 		if withTool, err = hasNode(ctx, h, env); err != nil {
 			return harness.Invocation{}, err
+		}
+		if !withTool && !bestEffort {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.FailedPrecondition, op, req.RunID,
+				"enforcing the sandbox policy needs node in the sandbox (corral's permission tool runs on it): install node, or set option policy=best-effort to let Claude Code's own rules approximate the policy")
 		}
 	}
 	pm := planPermissions(req.Policy, withTool)

@@ -320,3 +320,36 @@ func TestApproveToolMatchesPolicy(t *testing.T) {
 		t.Errorf("Task: %s (default deny)", b)
 	}
 }
+
+// TestPolicyNeedsNode: a policy that guards anything is enforced by
+// corral's permission tool, which runs on node; in a sandbox without node
+// the run is refused rather than run with a weaker guard, unless option
+// policy=best-effort asks for Claude Code's own rules.
+func TestPolicyNeedsNode(t *testing.T) {
+	h := localHandle(t)
+	ctx := testCtx(t)
+	req := baseRequest(t, h)
+	req.Env["PATH"] = t.TempDir() // no node
+	req.Policy = &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm *"}}, Default: sandbox.Allow}
+	_, err := claudecode.Harness{}.Prepare(ctx, h, req)
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "node") || !strings.Contains(err.Error(), "policy=best-effort") {
+		t.Fatalf("without node: %v, want FailedPrecondition naming node and policy=best-effort", err)
+	}
+	req.Options = map[string]string{claudecode.OptPolicy: "best-effort"}
+	inv, err := claudecode.Harness{}.Prepare(ctx, h, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := flagValue(inv.Command.Args, "--permission-mode"); got != claudecode.ModeDontAsk || !slices.Contains(inv.Command.Args, "Bash(rm *)") {
+		t.Errorf("best-effort argv %q: want dontAsk with the deny rule", inv.Command.Args)
+	}
+	req.Options = map[string]string{claudecode.OptPolicy: "loose"}
+	if _, err := (claudecode.Harness{}).Prepare(ctx, h, req); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		t.Errorf("a bad policy option: %v", err)
+	}
+	// No policy needs no tool, so no node.
+	req.Options, req.Policy = nil, nil
+	if _, err := (claudecode.Harness{}).Prepare(ctx, h, req); err != nil {
+		t.Errorf("no policy without node: %v", err)
+	}
+}

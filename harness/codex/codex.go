@@ -109,6 +109,8 @@
 //     ask, so ask denies.
 //   - network (else default) allow → network_access=true; deny or ask →
 //     false; unset → codex's default (off).
+//   - No policy allows everything (Policy{Default: allow}): the sandbox
+//     option's mode and network_access=true.
 //   - approval_policy is always "never": codex exec has nobody to ask.
 //   - commands.deny and commands.ask (script names expanded) → execpolicy
 //     prefix rules with decision "forbidden" in CODEX_HOME/rules. A pattern
@@ -435,9 +437,7 @@ type policyPlan struct {
 
 func planPolicy(p *sandbox.Policy, scripts map[string]string, writeMode string) policyPlan {
 	plan := policyPlan{sandbox: writeMode}
-	if p == nil {
-		return plan
-	}
+	p = sandbox.EffectivePolicy(p) // no policy allows everything
 	or := func(d sandbox.Decision) sandbox.Decision {
 		if d == "" {
 			return p.Default

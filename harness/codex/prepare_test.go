@@ -118,7 +118,7 @@ func TestPrepareAPIKey(t *testing.T) {
 	}
 	args := inv.Command.Args
 	want := []string{"/opt/codex", "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write", "-c", `approval_policy="never"`,
-		"-m", "gpt-test", "-c", `model_reasoning_effort="low"`, "--ephemeral", "-"}
+		"-c", "sandbox_workspace_write.network_access=true", "-m", "gpt-test", "-c", `model_reasoning_effort="low"`, "--ephemeral", "-"}
 	if !slices.Equal(args, want) {
 		t.Errorf("argv\n got %q\nwant %q", args, want)
 	}
@@ -307,7 +307,7 @@ func TestPlanPolicy(t *testing.T) {
 		rules      int
 		unenforced int
 	}{
-		{"no policy", nil, SandboxWorkspaceWrite, nil, 0, 0},
+		{"no policy allows everything", nil, SandboxWorkspaceWrite, &tr, 0, 0},
 		{"empty policy", &sandbox.Policy{}, SandboxWorkspaceWrite, nil, 0, 0},
 		{"file writes denied", &sandbox.Policy{FileWrite: sandbox.Deny}, SandboxReadOnly, nil, 0, 0},
 		{"file writes asked", &sandbox.Policy{FileWrite: sandbox.Ask}, SandboxReadOnly, nil, 0, 0},

@@ -75,3 +75,13 @@ func (t *translator) End(code int) []event.Event {
 	}
 	return append(out, event.Event{Type: event.RunFinished, ThreadID: t.run.ThreadID, RunID: t.run.RunID, ExitCode: &c})
 }
+
+// UnenforcedRules reports every rule of the policy that denies or asks:
+// the command harness runs a program as given, and corral sees none of its
+// actions (a network deny holds where the sandbox's provider cuts the
+// network).
+func (Harness) UnenforcedRules(req harness.Request) []event.UnenforcedRule {
+	return harness.Claims(req.Policy, func(event.UnenforcedRule) string {
+		return "the command harness runs a program as given: corral sees none of its actions"
+	})
+}

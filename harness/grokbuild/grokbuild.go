@@ -20,7 +20,8 @@
 // # Policy
 //
 // Headless Grok cannot ask anyone, so the policy becomes its permission
-// flags: a default of allow is --always-approve, anything else
+// flags: a default of allow (and no policy, which allows everything) is
+// --always-approve, anything else
 // --permission-mode default (a call that would prompt is cancelled, and
 // the turn ends "cancelled"). Command deny and ask rules become --deny
 // Bash(PATTERN) (an ask cannot be answered mid-run, so it denies; the
@@ -206,8 +207,9 @@ func (Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Reque
 // policyFlags maps a policy onto Grok's permission flags (see the package
 // documentation).
 func policyFlags(p *sandbox.Policy, scripts map[string]string) []string {
+	p = sandbox.EffectivePolicy(p) // no policy allows everything
 	def := sandbox.Ask
-	if p != nil && p.Default != "" {
+	if p.Default != "" {
 		def = p.Default
 	}
 	var out []string
@@ -215,9 +217,6 @@ func policyFlags(p *sandbox.Policy, scripts map[string]string) []string {
 		out = append(out, "--always-approve")
 	} else {
 		out = append(out, "--permission-mode", "default")
-	}
-	if p == nil {
-		return out
 	}
 	patterns := func(list []string) []string {
 		var ps []string

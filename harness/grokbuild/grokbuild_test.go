@@ -400,7 +400,7 @@ func TestFakeCLIFailures(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(filepath.Base(c.stream), func(t *testing.T) {
-			f := newFixture(t, nil, false)
+			f := newFixture(t, &sandbox.Policy{}, false) // an empty policy asks
 			ctx := testCtx(t)
 			rec := f.start(t, ctx, c.stream, run.StartRequest{Prompt: "p"})
 			evs := f.follow(t, ctx, rec.ID, nil)

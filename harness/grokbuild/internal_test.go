@@ -16,7 +16,7 @@ func TestPolicyFlags(t *testing.T) {
 		scripts map[string]string
 		want    string
 	}{
-		{"NilAsksSoNothingRunsUnasked", nil, nil, "--permission-mode default"},
+		{"NoPolicyAllowsEverything", nil, nil, "--always-approve"},
 		{"AllowAll", &sandbox.Policy{Default: sandbox.Allow}, nil, "--always-approve"},
 		{"AllowWithDenies", &sandbox.Policy{Default: sandbox.Allow, Commands: sandbox.CommandRules{Deny: []string{"sudo *"}, Ask: []string{"git push*"}}},
 			nil, "--always-approve --deny Bash(sudo *) --deny Bash(git push*)"},

@@ -141,8 +141,10 @@
 //     one character.
 //   - edit (edit, write, apply_patch) → fileWrite; webfetch and websearch
 //     → network; both fall back to the default.
-//   - No policy: OpenCode's defaults (everything allowed but edits outside
-//     the workspace).
+//   - No policy allows everything: the rules of Policy{Default: allow}
+//     (bash, edit, webfetch and websearch "*" allow), as for every
+//     harness. Permissions the policy has no gate for (edits outside the
+//     workspace, say) keep OpenCode's defaults.
 package opencode
 
 import (
@@ -275,9 +277,8 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	}
 	env["OPENCODE_DISABLE_AUTOUPDATE"] = "1"
 	env["OPENCODE_DISABLE_LSP_DOWNLOAD"] = "1"
-	if req.Policy != nil {
-		env["OPENCODE_CONFIG_CONTENT"] = permissionConfig(req.Policy, req.Scripts, approvals, req.WorkspaceRoot)
-	}
+	// No policy allows everything: the same rules as Policy{Default: allow}.
+	env["OPENCODE_CONFIG_CONTENT"] = permissionConfig(sandbox.EffectivePolicy(req.Policy), req.Scripts, approvals, req.WorkspaceRoot)
 
 	exe := opts[OptExecutable]
 	if exe == "" {

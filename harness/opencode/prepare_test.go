@@ -67,8 +67,8 @@ func TestPrepareAPIKey(t *testing.T) {
 	if _, ok := env["OTHER_KEY"]; ok {
 		t.Error("an unrelated secret was added to the environment")
 	}
-	if _, ok := env["OPENCODE_CONFIG_CONTENT"]; ok {
-		t.Error("permissions without a policy")
+	if got, want := env["OPENCODE_CONFIG_CONTENT"], `{"permission":{"bash":"allow","edit":"allow","webfetch":"allow","websearch":"allow"}}`; got != want {
+		t.Errorf("no policy allows everything:\n got %s\nwant %s", got, want)
 	}
 	raw, err := os.ReadFile(cfgPath)
 	if err != nil {

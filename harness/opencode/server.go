@@ -51,13 +51,11 @@ type clientRule struct {
 }
 
 // compileClientPolicy is the policy the client answers permission.asked
-// with: the same rules OPENCODE_CONFIG_CONTENT gives OpenCode. Without a
-// policy every ask stays an ask, as in run mode.
+// with: the same rules OPENCODE_CONFIG_CONTENT gives OpenCode (no policy
+// allows everything).
 func compileClientPolicy(p *sandbox.Policy, scripts map[string]string, approvals map[string]bool, root string) clientPolicy {
-	cp := clientPolicy{Default: sandbox.Ask, Rules: []clientRule{}}
-	if p == nil {
-		return cp
-	}
+	cp := clientPolicy{Rules: []clientRule{}}
+	p = sandbox.EffectivePolicy(p)
 	cp.Default = decisionOr(p.Default, sandbox.Ask)
 	for _, perm := range permissionRules(p, scripts, approvals, root) {
 		for _, r := range perm.rules {

@@ -8,13 +8,21 @@
 //  3. an execute tool call for -cmd: a permission request, then the
 //     command through terminal/create, wait_for_exit and release;
 //  4. an edit tool call for -write: a permission request, then
-//     fs/write_text_file;
+//     fs/write_text_file (-no-permission skips both requests);
 //  5. a closing message, and the -stop stop reason.
 //
 // New sessions are "sess-1", "sess-2", ...; with -load the agent can load
 // the session "sess-known" (replaying one message of history first).
 // -crash exits with code 3 after the first message; -hang blocks the turn
-// until it is cancelled.
+// until it is cancelled (session/cancel), then says "Cancelled by the
+// client." and ends the turn cancelled.
+//
+// For the containment tests: -launcher starts the agent as a child with
+// the same stdio and waits for it, the way an npm launcher does (SIGTERM
+// kills the launcher only); -children starts, with every prompt, a
+// background child (sleep, in the agent's process group) and a
+// double-forked one in a session of its own (setsid), neither waited for;
+// -linger keeps the agent alive after its stdin closed.
 package main
 
 import (
@@ -23,15 +31,18 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 )
 
 type config struct {
 	load, crash, hang, skipAsk, mcpHTTP bool
+	children, linger                    bool
 	cmd, write, stop                    string
 }
 
@@ -52,18 +63,62 @@ func main() {
 	flag.BoolVar(&cfg.load, "load", false, "advertise loadSession (the session sess-known can be loaded)")
 	flag.BoolVar(&cfg.crash, "crash", false, "exit 3 after the first message")
 	flag.BoolVar(&cfg.hang, "hang", false, "block the turn until it is cancelled")
-	flag.BoolVar(&cfg.skipAsk, "no-permission", false, "run the command without asking permission first")
+	flag.BoolVar(&cfg.skipAsk, "no-permission", false, "run the command and write the file without asking permission first")
 	flag.BoolVar(&cfg.mcpHTTP, "mcp-http", false, "advertise MCP over HTTP")
 	flag.StringVar(&cfg.cmd, "cmd", "echo hello", "the command the turn runs")
 	flag.StringVar(&cfg.write, "write", "notes.txt", "the file the turn writes (relative to the cwd)")
 	flag.StringVar(&cfg.stop, "stop", string(acp.StopReasonEndTurn), "the turn's stop reason")
+	launcher := flag.Bool("launcher", false, "start the agent as a child and wait for it (like an npm launcher)")
+	flag.BoolVar(&cfg.children, "children", false, "start a background and a double-forked child with every prompt")
+	flag.BoolVar(&cfg.linger, "linger", false, "keep running after stdin closed")
 	flag.Parse()
+	if *launcher {
+		os.Exit(launch())
+	}
 
 	a := &agent{cfg: cfg, cwd: map[acp.SessionId]string{}, mcp: map[acp.SessionId][]string{},
 		cancels: map[acp.SessionId]context.CancelFunc{}, sessions: map[acp.SessionId]bool{}}
 	a.conn = acp.NewAgentSideConnection(a, os.Stdout, os.Stdin)
 	a.conn.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	<-a.conn.Done()
+	for cfg.linger {
+		time.Sleep(time.Hour)
+	}
+}
+
+// launch runs this program again without -launcher, on the same stdio,
+// and exits with its code. It forwards no signal: killing the launcher
+// leaves the agent running, as killing an npm launcher does.
+func launch() int {
+	var args []string
+	for _, a := range os.Args[1:] {
+		if a != "-launcher" && a != "--launcher" {
+			args = append(args, a)
+		}
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		fmt.Fprintln(os.Stderr, "acpagent launcher:", err)
+		return 1
+	}
+	return 0
+}
+
+// spawnChildren starts a background child in the agent's process group
+// and a double-forked one in a session of its own; neither is waited for.
+func spawnChildren() {
+	bg := exec.Command("sleep", "3600")
+	if err := bg.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "acpagent: background child:", err)
+	}
+	detached := exec.Command("sh", "-c", `setsid sleep 3601 </dev/null >/dev/null 2>&1 &`)
+	if err := detached.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "acpagent: detached child:", err)
+	}
 }
 
 var _ acp.Agent = (*agent)(nil)
@@ -148,9 +203,14 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 			prompt = append(prompt, b.Text.Text)
 		}
 	}
+	if a.cfg.children {
+		spawnChildren()
+	}
 	t := &turn{a: a, ctx: ctx, sid: p.SessionId, cwd: cwd}
 	if err := t.play(strings.Join(prompt, " "), mcp); err != nil {
 		if ctx.Err() != nil {
+			_ = a.conn.SessionUpdate(context.Background(), acp.SessionNotification{SessionId: p.SessionId,
+				Update: acp.UpdateAgentMessageText(" Cancelled by the client.")})
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 		}
 		return acp.PromptResponse{}, err
@@ -253,8 +313,11 @@ func (t *turn) play(prompt string, mcp []string) error {
 		acp.WithStartRawInput(winput))); err != nil {
 		return err
 	}
-	if allowed, err = t.ask(write, "Write "+t.a.cfg.write, acp.ToolKindEdit, winput); err != nil {
-		return err
+	allowed = true
+	if !t.a.cfg.skipAsk {
+		if allowed, err = t.ask(write, "Write "+t.a.cfg.write, acp.ToolKindEdit, winput); err != nil {
+			return err
+		}
 	}
 	switch {
 	case !allowed:

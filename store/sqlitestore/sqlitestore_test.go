@@ -63,14 +63,15 @@ func TestConcurrentOpen(t *testing.T) {
 		}
 		defer stores[i].Close()
 	}
+	want := migrationCount(t)
 	v, err := stores[0].SchemaVersion(t.Context())
-	if err != nil || v != 1 {
-		t.Fatalf("SchemaVersion = %d, %v; want 1", v, err)
+	if err != nil || v != want {
+		t.Fatalf("SchemaVersion = %d, %v; want %d", v, err, want)
 	}
 	// Reopening is a no-op for the schema.
 	s := open(t, path)
 	defer s.Close()
-	if v, _ := s.SchemaVersion(t.Context()); v != 1 {
+	if v, _ := s.SchemaVersion(t.Context()); v != want {
 		t.Fatalf("SchemaVersion after reopen = %d", v)
 	}
 }
@@ -122,4 +123,15 @@ func TestClosed(t *testing.T) {
 	if sandbox.CodeOf(err) != sandbox.FailedPrecondition {
 		t.Fatalf("GetInstance after Close: %v, want FailedPrecondition", err)
 	}
+}
+
+// migrationCount is the number of embedded migrations: the schema version
+// of a fresh database.
+func migrationCount(t *testing.T) int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no migrations: %v", err)
+	}
+	return len(files)
 }

@@ -72,6 +72,7 @@ func testRunCreateGet(t *testing.T, h Harness) {
 		Status: store.RunFailed, CreatedAt: ms(1), UpdatedAt: ms(2), FinishedAt: ms(3),
 		Error: "exit 3", ExitCode: intp(3), JournalNonce: "0123456789abcdef0123456789abcdef",
 		SandboxKey: "sbk", DetachedSince: ms(4), CancelRequested: ms(5), DriverEpoch: 7,
+		PolicyUnenforced: `[{"rule":"default","decision":"ask","reason":"r"}]`,
 	}
 	got := createRun(t, s, full)
 	want := full
@@ -93,7 +94,7 @@ func testRunCreateGet(t *testing.T, h Harness) {
 	}
 	if !min.FinishedAt.IsZero() || min.Error != "" || min.ExitCode != nil || min.SandboxKey != "" ||
 		!min.DetachedSince.IsZero() || !min.CancelRequested.IsZero() || min.DriverEpoch != 0 ||
-		min.Tenant != "" || min.Harness != "" || min.DefinitionID != "" || min.JournalNonce != "" {
+		min.Tenant != "" || min.Harness != "" || min.DefinitionID != "" || min.JournalNonce != "" || min.PolicyUnenforced != "" {
 		t.Errorf("a minimal run reads back with optional fields set: %s", fmtRun(min))
 	}
 	// Exit code 0 is a value.

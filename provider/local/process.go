@@ -29,8 +29,7 @@ type proc struct {
 	exitCode int           // valid after done
 
 	killMu  sync.Mutex
-	killing chan struct{} // non-nil while a kill runs; closed when it ends
-	killErr error
+	killing *killState // non-nil while a kill runs
 }
 
 var _ sandbox.Process = (*proc)(nil)
@@ -168,29 +167,34 @@ func (pr *proc) Kill(ctx context.Context, sig syscall.Signal) error {
 		return nil
 	}
 	pr.killMu.Lock()
-	if pr.killing != nil {
-		ch := pr.killing
+	if k := pr.killing; k != nil {
 		pr.killMu.Unlock()
 		select {
-		case <-ch:
-			return pr.killErr
+		case <-k.done:
+			return k.err
 		case <-ctx.Done():
 			return sandbox.Wrap(sandbox.Canceled, "local.kill", pr.h.id, ctx.Err())
 		}
 	}
-	ch := make(chan struct{})
-	pr.killing = ch
+	k := &killState{done: make(chan struct{})}
+	pr.killing = k
 	pr.killMu.Unlock()
 
-	err := killGroup(ctx, pr.pgid, sig, pr.h.p.opts.KillGrace, pr.done)
-	pr.killMu.Lock()
-	pr.killErr, pr.killing = err, nil
-	pr.killMu.Unlock()
-	close(ch)
-	if err != nil {
-		return sandbox.Wrap(sandbox.Internal, "local.kill", pr.h.id, err)
+	if err := killGroup(ctx, pr.pgid, sig, pr.h.p.opts.KillGrace, pr.done); err != nil {
+		k.err = sandbox.Wrap(sandbox.Internal, "local.kill", pr.h.id, err)
 	}
-	return nil
+	pr.killMu.Lock()
+	pr.killing = nil
+	pr.killMu.Unlock()
+	close(k.done) // k.err is set before, so every waiter reads it safely
+	return k.err
+}
+
+// killState is one kill that concurrent callers share: its error is
+// written once, before done is closed.
+type killState struct {
+	done chan struct{}
+	err  error
 }
 
 // killGroup sends sig to the group. Unless sig is a plain signal other than

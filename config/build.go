@@ -142,7 +142,7 @@ func (f *File) provider(log *slog.Logger) (sandbox.Provider, error) {
 		}
 		return docker.New(docker.Options{
 			Image: o.Image, Host: o.Host, Workdir: o.Workdir, Network: o.Network, Memory: int64(o.Memory),
-			CPUs: o.CPUs, PidsLimit: o.PidsLimit, User: o.User, Ports: o.Ports, ExtraHosts: o.ExtraHosts, Logger: log,
+			CPUs: float64(o.CPUs), PidsLimit: int64(o.PidsLimit), User: o.User, Ports: o.Ports, ExtraHosts: o.ExtraHosts, Logger: log,
 		})
 	}
 	return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, "provider.name: unknown provider %q (known: docker, local)", name)

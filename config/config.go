@@ -4,13 +4,16 @@
 // and lifecycle).
 //
 // Unknown keys and bad values are errors that name the key and the line.
+// Docker sandboxes are limited by default (memory 2g without swap, 2 CPUs,
+// 1024 processes; see provider/docker): memory, cpus and pidsLimit raise or
+// lower each limit, and 0 or "unlimited" removes it.
 // Secret values never appear in the file: each secret names the host
 // environment variable that holds it.
 //
 //	id: my-project
 //	provider:
 //	  name: docker
-//	  docker: {image: node:22, network: bridge}
+//	  docker: {image: node:22, network: bridge, memory: 4g, cpus: 2, pidsLimit: 2048}
 //	workspace:
 //	  source: {git: file:///srv/git/app.git, ref: main}
 //	  setup:
@@ -39,12 +42,12 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -78,16 +81,19 @@ type LocalOptions struct {
 
 // DockerOptions configure the docker provider.
 type DockerOptions struct {
-	Image      string   `yaml:"image"`
-	Host       string   `yaml:"host"`
-	Workdir    string   `yaml:"workdir"`
-	Network    string   `yaml:"network"`
-	Memory     Bytes    `yaml:"memory"`
-	CPUs       float64  `yaml:"cpus"`
-	PidsLimit  int64    `yaml:"pidsLimit"`
-	User       string   `yaml:"user"`
-	Ports      []int    `yaml:"ports"`
-	ExtraHosts []string `yaml:"extraHosts"`
+	Image   string `yaml:"image"`
+	Host    string `yaml:"host"`
+	Workdir string `yaml:"workdir"`
+	Network string `yaml:"network"`
+	// Memory, CPUs and PidsLimit are the container's limits; absent
+	// keeps the provider's default (2g, 2, 1024), 0 or "unlimited"
+	// removes the limit.
+	Memory     MemoryLimit `yaml:"memory"`
+	CPUs       CPULimit    `yaml:"cpus"`
+	PidsLimit  PidsLimit   `yaml:"pidsLimit"`
+	User       string      `yaml:"user"`
+	Ports      []int       `yaml:"ports"`
+	ExtraHosts []string    `yaml:"extraHosts"`
 }
 
 // Workspace is the workspace section.
@@ -371,24 +377,50 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// Bytes is a size: a number of bytes, or a number with a k, m or g suffix
-// (powers of 1024).
-type Bytes int64
+// MemoryLimit is a memory limit: a size such as 512m or 2g (powers of
+// 1024), or 0 or "unlimited" for none (docker.Unlimited). Absent is 0, the
+// provider's default.
+type MemoryLimit int64
 
-// UnmarshalYAML parses the size.
-func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
-	s := strings.ToLower(strings.TrimSpace(n.Value))
-	mult := int64(1)
-	for suffix, m := range map[string]int64{"k": 1 << 10, "m": 1 << 20, "g": 1 << 30} {
-		if t, ok := strings.CutSuffix(strings.TrimSuffix(s, "b"), suffix); ok && t != s {
-			s, mult = t, m
-			break
-		}
+// UnmarshalYAML parses the limit.
+func (m *MemoryLimit) UnmarshalYAML(n *yaml.Node) error {
+	v, err := limit(n, "provider.docker.memory", docker.ParseMemory)
+	*m = MemoryLimit(v)
+	return err
+}
+
+// CPULimit is a CPU limit: a number of CPUs such as 2 or 0.5, or 0 or
+// "unlimited" for none (docker.Unlimited). Absent is 0, the provider's
+// default.
+type CPULimit float64
+
+// UnmarshalYAML parses the limit.
+func (c *CPULimit) UnmarshalYAML(n *yaml.Node) error {
+	v, err := limit(n, "provider.docker.cpus", docker.ParseCPUs)
+	*c = CPULimit(v)
+	return err
+}
+
+// PidsLimit is a process limit: a count such as 1024, or 0 or "unlimited"
+// for none (docker.Unlimited). Absent is 0, the provider's default.
+type PidsLimit int64
+
+// UnmarshalYAML parses the limit.
+func (p *PidsLimit) UnmarshalYAML(n *yaml.Node) error {
+	v, err := limit(n, "provider.docker.pidsLimit", docker.ParsePids)
+	*p = PidsLimit(v)
+	return err
+}
+
+// limit reads a scalar with parse; an explicit empty value is an error
+// (only an absent key keeps the default).
+func limit[T int64 | float64](n *yaml.Node, key string, parse func(string) (T, error)) (T, error) {
+	if n.Kind != yaml.ScalarNode || strings.TrimSpace(n.Value) == "" {
+		return 0, fmt.Errorf("line %d: %s: want a value, or 0 or unlimited for no limit", n.Line, key)
 	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 || n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: bad size %q (write it like 512m or 2g)", n.Line, n.Value)
+	v, err := parse(n.Value)
+	if err != nil {
+		return 0, fmt.Errorf("line %d: %s: %v", n.Line, key, err)
 	}
-	*b = Bytes(v * mult)
-	return nil
+	return v, nil
 }

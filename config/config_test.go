@@ -90,7 +90,12 @@ func TestErrorsNameKeyAndLine(t *testing.T) {
 		{"bad decision", "policy:\n  network: maybe\n", []string{"line 2", `"maybe"`}},
 		{"bad depth", "workspace:\n  source: {git: x/y, depth: -3}\n", []string{"line 2", "source.depth"}},
 		{"bad setup", "workspace:\n  setup:\n    - {paralel: [a]}\n", []string{"line 3", `unknown key "paralel"`}},
-		{"bad type", "provider:\n  docker:\n    cpus: lots\n", []string{"line 3", "bad value"}},
+		{"bad type", "provider:\n  docker:\n    ports: lots\n", []string{"line 3", "bad value"}},
+		{"bad cpus", "provider:\n  docker:\n    cpus: lots\n", []string{"line 3", "provider.docker.cpus", `bad CPU limit "lots"`}},
+		{"bad memory", "provider:\n  docker:\n    memory: 2 bananas\n", []string{"line 3", "provider.docker.memory", "bad memory limit"}},
+		{"tiny memory", "provider:\n  docker:\n    memory: 1m\n", []string{"line 3", "below the engine's minimum"}},
+		{"bad pids", "provider:\n  docker:\n    pidsLimit: [1]\n", []string{"line 3", "provider.docker.pidsLimit"}},
+		{"empty memory", "provider:\n  docker:\n    memory: \"\"\n", []string{"line 3", "provider.docker.memory", "0 or unlimited"}},
 		{"bad yaml", "id: [\n", []string{"line"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,18 +14,19 @@ func newProvidersCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "providers",
-		Short: "List the sandbox providers and their capabilities",
+		Short: "List the sandbox providers, their default resource limits and capabilities",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			type row struct {
 				Name         string               `json:"name"`
 				Summary      string               `json:"summary"`
 				Capabilities sandbox.Capabilities `json:"capabilities"`
+				Limits       providerLimits       `json:"limits"`
 			}
 			var rows []row
 			for _, n := range providerNames() {
 				e := providers[n]
-				rows = append(rows, row{Name: n, Summary: e.summary, Capabilities: e.caps()})
+				rows = append(rows, row{Name: n, Summary: e.summary, Capabilities: e.caps(), Limits: e.limits()})
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -34,7 +35,7 @@ func newProvidersCmd() *cobra.Command {
 				return enc.Encode(rows)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSUMMARY\tCAPABILITIES")
+			fmt.Fprintln(tw, "NAME\tSUMMARY\tLIMITS\tCAPABILITIES")
 			for _, r := range rows {
 				var on []string
 				for _, c := range sandbox.CapabilityNames {
@@ -42,7 +43,7 @@ func newProvidersCmd() *cobra.Command {
 						on = append(on, c)
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, r.Summary, strings.Join(on, ","))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Summary, r.Limits, strings.Join(on, ","))
 			}
 			return tw.Flush()
 		},

@@ -109,7 +109,9 @@ func containerConfig(image string) map[string]any {
 		"Labels":     map[string]string{docker.LabelManaged: "true", runLabel: runID},
 		"HostConfig": map[string]any{
 			"NetworkMode": "bridge", "SecurityOpt": []string{"no-new-privileges"}, "Init": true,
-			"PidsLimit": 1024, "ExtraHosts": []string{"host.docker.internal:host-gateway"},
+			"PidsLimit": docker.DefaultPidsLimit, "ExtraHosts": []string{"host.docker.internal:host-gateway"},
+			"Memory": docker.DefaultMemory, "MemorySwap": docker.DefaultMemory,
+			"CpuPeriod": 100_000, "CpuQuota": int64(docker.DefaultCPUs * 100_000),
 		},
 	}
 }

@@ -29,10 +29,27 @@
 // sandbox by that name, its container id or the original ID, and starts
 // it if it was stopped. Containers run a small sleep loop under Docker's
 // init (Init: true, so orphaned grandchildren are reaped), with
-// no-new-privileges, a process limit (Options.PidsLimit, default 1024) and
-// no host mounts. CreateOptions.Network set to deny gives the container
+// no-new-privileges, resource limits (below) and no host mounts. CreateOptions.Network set to deny gives the container
 // no network at all (NetworkMode "none", only lo). Options.Ports are
 // published on 127.0.0.1 only, at random host ports.
+//
+// # Resource limits
+//
+// Every container is limited by default: 2 GiB of memory with no swap
+// beyond it (MemorySwap equals Memory), 2 CPUs' worth of time (a CFS
+// quota of 200 ms per 100 ms period, as docker run --cpus 2; on an
+// engine with fewer CPUs it binds nothing) and 1024 processes. A process
+// that allocates past the memory limit is killed by the kernel's OOM
+// killer (exit 137); a fork past the process limit fails. Options.Memory,
+// Options.CPUs and Options.PidsLimit raise or lower each limit (0 keeps
+// the default, DefaultMemory, DefaultCPUs, DefaultPidsLimit), Unlimited
+// removes it; Provider.Limits reports what containers get. ParseMemory,
+// ParseCPUs and ParsePids read the forms corral.yaml and the CLI accept
+// ("2g", "1.5", "0" or "unlimited" for none). The limits are fixed when a
+// container is created: a sandbox resumed later keeps those it was made
+// with. An engine that cannot enforce a limit (no swap accounting, say)
+// creates the container anyway and the provider logs the engine's
+// warning.
 //
 // # Environment and secrets
 //

@@ -46,13 +46,17 @@ type Options struct {
 	// Network is the Docker network mode for sandboxes that are not
 	// denied the network. Default "bridge".
 	Network string
-	// Memory limits the container's memory in bytes; 0 means no limit.
+	// Memory limits the container's memory in bytes, swap included (the
+	// container gets no swap beyond it). Default DefaultMemory (2 GiB);
+	// Unlimited (any negative value) means no limit.
 	Memory int64
-	// CPUs limits the container to this many CPUs (fractions allowed); 0
-	// means no limit.
+	// CPUs limits the container to this many CPUs' worth of time
+	// (fractions allowed, at least 0.01). Default DefaultCPUs (2);
+	// Unlimited (any negative value) means no limit.
 	CPUs float64
-	// PidsLimit caps the number of processes in the container. Default
-	// 1024; negative means no limit.
+	// PidsLimit caps the number of processes and threads in the
+	// container. Default DefaultPidsLimit (1024); Unlimited (any negative
+	// value) means no limit.
 	PidsLimit int64
 	// User runs the container's processes as this user ("uid[:gid]" or a
 	// name the image knows). Default: the image's user.
@@ -82,10 +86,11 @@ type Options struct {
 // Provider creates sandboxes as Docker containers. Create it with New; it
 // is safe for concurrent use.
 type Provider struct {
-	opts Options
-	cli  *client.Client
-	log  *slog.Logger
-	caps sandbox.Capabilities
+	opts   Options
+	limits Limits
+	cli    *client.Client
+	log    *slog.Logger
+	caps   sandbox.Capabilities
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -107,9 +112,6 @@ func newProvider(opts Options, extra ...client.Opt) (*Provider, error) {
 	if opts.Network == "" {
 		opts.Network = "bridge"
 	}
-	if opts.PidsLimit == 0 {
-		opts.PidsLimit = 1024
-	}
 	if opts.ExtraHosts == nil {
 		opts.ExtraHosts = []string{"host.docker.internal:host-gateway"}
 	}
@@ -118,8 +120,9 @@ func newProvider(opts Options, extra ...client.Opt) (*Provider, error) {
 			return nil, sandbox.Errorf(sandbox.InvalidArgument, "docker.new", strconv.Itoa(port), "Options.Ports: not a TCP port")
 		}
 	}
-	if opts.CPUs < 0 || opts.Memory < 0 {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "docker.new", "", "Options.CPUs and Options.Memory must not be negative")
+	limits, err := limitsOf(opts)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "docker.new", "", "%v", err)
 	}
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = 2 * time.Second
@@ -141,9 +144,10 @@ func newProvider(opts Options, extra ...client.Opt) (*Provider, error) {
 		return nil, sandbox.Wrap(sandbox.InvalidArgument, "docker.new", opts.Host, err)
 	}
 	return &Provider{
-		opts: opts,
-		cli:  cli,
-		log:  log,
+		opts:   opts,
+		limits: limits,
+		cli:    cli,
+		log:    log,
 		caps: sandbox.Capabilities{
 			FS:                  true,
 			Exec:                true,
@@ -319,17 +323,10 @@ func (p *Provider) create(ctx context.Context, op, image string, opts sandbox.Cr
 		NetworkMode: container.NetworkMode(p.opts.Network),
 		SecurityOpt: []string{"no-new-privileges"},
 		Init:        &init,
-		Resources: container.Resources{
-			Memory:   p.opts.Memory,
-			NanoCPUs: int64(p.opts.CPUs * 1e9),
-		},
 	}
+	hc.Resources, hc.PidsLimit = p.limits.resources()
 	if nonRoot(user) {
 		cfg.User = "0:0"
-	}
-	if p.opts.PidsLimit > 0 {
-		limit := p.opts.PidsLimit
-		hc.PidsLimit = &limit
 	}
 	if deny {
 		hc.NetworkMode = "none"
@@ -359,6 +356,11 @@ func (p *Provider) create(ctx context.Context, op, image string, opts sandbox.Cr
 			return nil, p.missingImage(op, image, err)
 		}
 		return nil, p.apiError(op, name, err)
+	}
+	for _, w := range res.Warnings {
+		// e.g. an engine without swap accounting: the memory limit
+		// holds, the no-swap part does not.
+		p.log.Warn("docker: the engine warned about a new container", "container", name, "warning", w)
 	}
 	cid := res.ID
 	fail := func(err error) (*handle, error) {

@@ -382,9 +382,12 @@ func TestClearErrors(t *testing.T) {
 // every 50 ms.
 const heartbeat = `( while [ ! -e hb.stop ]; do echo . >> hb; sleep 0.05; done ) & wait`
 
-// stopsBeating waits for the heartbeat to start, runs kill, and reports
-// whether the heartbeat stopped within 2 s.
-func stopsBeating(t *testing.T, h sandbox.Handle, kill func()) {
+// stopsBeating waits for the heartbeat to start, runs kill, and fails the
+// test unless every heartbeat process is gone and the heartbeat is still.
+// A synchronous kill (Process.Kill returns once the group is gone) must
+// leave nothing at once; a kill in the background (a cancelled context)
+// gets up to 30 s, a hang guard for a loaded machine, not a deadline.
+func stopsBeating(t *testing.T, h sandbox.Handle, synchronous bool, kill func()) {
 	t.Helper()
 	ctx := context.Background()
 	size := func() int64 {
@@ -403,14 +406,21 @@ func stopsBeating(t *testing.T, h sandbox.Handle, kill func()) {
 	}
 	start := time.Now()
 	kill()
-	time.Sleep(time.Until(start.Add(2 * time.Second)))
+	left := func() string { return sh(t, h, "ps -o args | grep -e '[s]leep 0[.]05' -e 'hb[.]stop' || true") }
+	got := left()
+	for !synchronous && got != "" && time.Since(start) < 30*time.Second {
+		time.Sleep(100 * time.Millisecond)
+		got = left()
+	}
+	if got != "" {
+		t.Fatalf("heartbeat processes remain %v after the kill (synchronous %v):\n%s", time.Since(start).Round(time.Millisecond), synchronous, got)
+	}
+	t.Logf("no heartbeat process left %v after the kill began (synchronous %v)", time.Since(start).Round(time.Millisecond), synchronous)
+	// Nothing is left to write: the heartbeat is still.
 	a := size()
 	time.Sleep(500 * time.Millisecond)
 	if b := size(); a != b {
 		t.Fatalf("the heartbeat kept going after the kill: %d -> %d bytes", a, b)
-	}
-	if got := sh(t, h, "ps -o args | grep -e '[s]leep 0[.]05' -e 'hb[.]stop' || true"); got != "" {
-		t.Errorf("heartbeat processes remain:\n%s", got)
 	}
 }
 
@@ -426,7 +436,7 @@ func TestKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		go func() { _, _ = io.Copy(io.Discard, pr.Stdout()) }()
-		stopsBeating(t, h, func() {
+		stopsBeating(t, h, true, func() {
 			// Concurrent kills share one.
 			var wg sync.WaitGroup
 			errs := make([]error, 3)
@@ -444,9 +454,9 @@ func TestKill(t *testing.T) {
 		if err != nil || code != 128+int(syscall.SIGTERM) {
 			t.Errorf("Wait after SIGTERM = %d, %v; want %d", code, err, 128+int(syscall.SIGTERM))
 		}
-		start := time.Now()
-		if err := pr.Kill(ctx, 0); err != nil || time.Since(start) > 50*time.Millisecond {
-			t.Errorf("Kill after exit took %v (%v); want a fast no-op", time.Since(start), err)
+		// A no-op: TestDaemonCalls proves it makes no engine call.
+		if err := pr.Kill(ctx, 0); err != nil {
+			t.Errorf("Kill after exit: %v", err)
 		}
 	})
 	t.Run("Context", func(t *testing.T) {
@@ -457,7 +467,7 @@ func TestKill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stopsBeating(t, h, cancel)
+		stopsBeating(t, h, false, cancel)
 		if _, err := pr.Wait(ctx); err != nil {
 			t.Errorf("Wait: %v", err)
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/moby/moby/client"
 
@@ -170,6 +170,19 @@ func TestDaemonCalls(t *testing.T) {
 		t.Errorf("Exec calls: %v", calls)
 	}
 	mu.Unlock()
+	pr, err := h.Spawn(ctx, sandbox.Command{Args: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Killing an exited process is a no-op: no call, whatever the load.
+	want("Kill after exit", 0, func() {
+		if err := pr.Kill(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
 	count("WriteFile", func() {
 		if err := h.FS().WriteFile(ctx, "f", []byte("x")); err != nil {
 			t.Fatal(err)
@@ -214,50 +227,59 @@ func testImageName() string {
 	return "corral-test-base"
 }
 
+// TestBufPipeBounded runs in a synctest bubble: synctest.Wait returns once
+// the writer is blocked for good, so "it waits" and "a read frees it" are
+// exact, not guesses over a 100ms window.
 func TestBufPipeBounded(t *testing.T) {
-	b := newBufPipe()
-	b.limit = 8
-	wrote := make(chan struct{})
-	go func() {
-		_, _ = b.Write([]byte("12345678")) // fills it
-		_, _ = b.Write([]byte("9"))        // waits for a read
-		close(wrote)
-	}()
-	select {
-	case <-wrote:
-		t.Fatal("a write past the limit did not wait for the reader")
-	case <-time.After(100 * time.Millisecond):
-	}
-	buf := make([]byte, 4)
-	if n, _ := b.Read(buf); string(buf[:n]) != "1234" {
-		t.Fatalf("read %q", buf[:n])
-	}
-	select {
-	case <-wrote:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a read did not make room for the writer")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b := newBufPipe()
+		b.limit = 8
+		wrote := make(chan struct{})
+		go func() {
+			_, _ = b.Write([]byte("12345678")) // fills it
+			_, _ = b.Write([]byte("9"))        // waits for a read
+			close(wrote)
+		}()
+		synctest.Wait()
+		select {
+		case <-wrote:
+			t.Fatal("a write past the limit did not wait for the reader")
+		default:
+		}
+		buf := make([]byte, 4)
+		if n, _ := b.Read(buf); string(buf[:n]) != "1234" {
+			t.Fatalf("read %q", buf[:n])
+		}
+		synctest.Wait()
+		select {
+		case <-wrote:
+		default:
+			t.Fatal("a read did not make room for the writer")
+		}
 
-	// Close: the writer no longer waits, and what it writes is dropped.
-	c := newBufPipe()
-	c.limit = 1
-	_, _ = c.Write([]byte("x"))
-	done := make(chan struct{})
-	go func() {
-		_, _ = c.Write([]byte("y"))
-		close(done)
-	}()
-	_ = c.Close()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not release the writer")
-	}
-	if n, err := c.Write([]byte("zz")); n != 2 || err != nil {
-		t.Errorf("write after Close = %d, %v", n, err)
-	}
-	c.closeWithError(nil)
-	if _, err := c.Read(buf); err == nil {
-		t.Error("a read after Close must fail")
-	}
+		// Close: the writer no longer waits, and what it writes is dropped.
+		c := newBufPipe()
+		c.limit = 1
+		_, _ = c.Write([]byte("x"))
+		done := make(chan struct{})
+		go func() {
+			_, _ = c.Write([]byte("y"))
+			close(done)
+		}()
+		synctest.Wait()
+		_ = c.Close()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("Close did not release the writer")
+		}
+		if n, err := c.Write([]byte("zz")); n != 2 || err != nil {
+			t.Errorf("write after Close = %d, %v", n, err)
+		}
+		c.closeWithError(nil)
+		if _, err := c.Read(buf); err == nil {
+			t.Error("a read after Close must fail")
+		}
+	})
 }

@@ -11,6 +11,14 @@
 // machine that is itself disposable. Use provider/docker (or a cloud
 // provider) when the agent must not touch the host.
 //
+// Nor does it limit resources: a command may use all the memory, CPU and
+// processes the host lets the user have (ulimit, and whatever cgroup the
+// caller itself runs in). Per-user rlimits would cap every process of the
+// user, not one sandbox, and per-sandbox cgroups need a delegation most
+// hosts do not grant, so the provider sets none and corral providers
+// reports its limits as none. Run corral itself under a limit (systemd-run
+// --user -p MemoryMax=…, a container) when that matters.
+//
 // # Sandboxes
 //
 // Each sandbox is a directory: a fresh one under Options.BaseDir (removed on

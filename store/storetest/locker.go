@@ -182,6 +182,7 @@ func testLockWaitsForRelease(t *testing.T, h Harness) {
 		}
 		got <- l
 	}()
+	// A watch for a wrong acquisition: a slow machine only sees less.
 	select {
 	case l := <-got:
 		t.Fatalf("Lock returned %v while the name was held", l)
@@ -198,11 +199,10 @@ func testLockWaitsForRelease(t *testing.T, h Harness) {
 		if l.Token() <= l1.Token() {
 			t.Fatalf("waiter's token %d is not above %d", l.Token(), l1.Token())
 		}
-		if d := time.Since(released); d > 2*time.Second {
-			t.Errorf("the waiter took %v to notice the release", d)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Lock did not return within 10s of the release")
+		// A figure, not a verdict: it depends on the machine's load.
+		t.Logf("the waiter noticed the release after %v (polls at most 200ms apart)", time.Since(released))
+	case <-time.After(30 * time.Second):
+		t.Fatal("Lock did not return within 30s of the release") // a hang guard
 	}
 }
 
@@ -217,7 +217,7 @@ func testLockContext(t *testing.T, h Harness) {
 	if l != nil {
 		t.Fatal("Lock returned a lease with its error")
 	}
-	if d := time.Since(start); d > 3*time.Second {
+	if d := time.Since(start); d > 30*time.Second { // a hang guard
 		t.Errorf("Lock returned %v after its 200ms deadline", d)
 	}
 	ctx, cancel = context.WithCancel(t.Context())
@@ -263,12 +263,17 @@ func testLockReleaseIdempotent(t *testing.T, h Harness) {
 	release(t, l2)
 }
 
+// testLockRenewal: a lease renewed in the background outlives its ttl.
+// The store's clock is real (PostgreSQL's decides), so the ttl is long
+// enough that a renewal (every ttl/3) would have to be 2s late to lose
+// the lease: a loaded machine does not fail it. The lease's own timing is
+// proved on a fake clock in store/internal/lease.
 func testLockRenewal(t *testing.T, h Harness) {
 	b := h.open(t)
 	s1, s2 := b.Store, b.second(t)
-	const ttl = time.Second
+	const ttl = 3 * time.Second
 	l := lock(t, s1, "renew", ttl, 5*time.Second)
-	deadline := time.Now().Add(3 * ttl)
+	deadline := time.Now().Add(ttl + ttl/2)
 	for time.Now().Before(deadline) {
 		if _, ok := tryLock(t, s2, "renew", ttl); ok {
 			t.Fatal("another holder got the lock while the lease was being renewed")
@@ -294,7 +299,7 @@ func testLockExpiry(t *testing.T, h Harness) {
 	}
 	start := time.Now()
 	l2 := lock(t, s2, "e", ttl, 30*time.Second)
-	if d := time.Since(start); d > ttl+3*time.Second {
+	if d := time.Since(start); d > ttl+10*time.Second {
 		t.Errorf("the lock came free %v after the holder stopped renewing (ttl %v)", d, ttl)
 	}
 	if l2.Token() <= l1.Token() {
@@ -302,7 +307,7 @@ func testLockExpiry(t *testing.T, h Harness) {
 	}
 	select {
 	case <-l1.Lost():
-	case <-time.After(ttl + 3*time.Second):
+	case <-time.After(ttl + 10*time.Second):
 		t.Fatal("the expired lease's Lost did not close")
 	}
 	release(t, l2)
@@ -396,12 +401,15 @@ func testLockCrossProcess(t *testing.T, h Harness) {
 }
 
 // testLockKilledHolder: a holder killed with SIGKILL (no release, no more
-// renewals) loses the lock after its ttl, and not before.
+// renewals) loses the lock after its ttl, and not before. The ttl is long
+// enough (renewals every 2s, 6s of lease) that the check right after the
+// kill holds even when the child's last renewal was late on a loaded
+// machine.
 func testLockKilledHolder(t *testing.T, h Harness) {
 	b := h.open(t)
 	needChild(t, b)
 	s := b.Store
-	const ttl = 3 * time.Second
+	const ttl = 6 * time.Second
 	c := startChild(t, b.ChildSpec, "killed", ttl)
 	tok := c.token(c.expect("locked", time.Minute))
 	c.kill()
@@ -412,7 +420,7 @@ func testLockKilledHolder(t *testing.T, h Harness) {
 		t.Fatalf("the lock was free %v after its holder was killed: the lease must last its ttl (%v)", time.Since(killed), ttl)
 	}
 	l := lock(t, s, "killed", ttl, time.Minute)
-	if d := time.Since(killed); d > ttl+3*time.Second {
+	if d := time.Since(killed); d > ttl+10*time.Second {
 		t.Errorf("the lock came free %v after the holder was killed (ttl %v)", d, ttl)
 	}
 	if l.Token() <= tok {

@@ -117,6 +117,13 @@ var runSeq struct {
 // journal to its end and translates it.
 func runTurn(t *testing.T, h *acp.Harness, hd sandbox.Handle, req harness.Request) result {
 	t.Helper()
+	return runTurnWatch(t, h, hd, req, nil)
+}
+
+// runTurnWatch is runTurn with a callback for every journal line as it is
+// read.
+func runTurnWatch(t *testing.T, h *acp.Harness, hd sandbox.Handle, req harness.Request, onLine func([]byte)) result {
+	t.Helper()
 	ctx := testCtx(t)
 	runSeq.Lock()
 	runSeq.n++
@@ -141,16 +148,24 @@ func runTurn(t *testing.T, h *acp.Harness, hd sandbox.Handle, req harness.Reques
 	if err := journal.Start(ctx, hd, journal.Spec{Paths: paths, Nonce: nonce, Agent: inv.Command, Stdin: inv.Stdin}); err != nil {
 		t.Fatal(err)
 	}
-	return readJournal(t, ctx, h, hd, paths, nonce, req.Run)
+	return readJournalWatch(t, ctx, h, hd, paths, nonce, req.Run, onLine)
 }
 
 func readJournal(t *testing.T, ctx context.Context, h harness.Harness, hd sandbox.Handle, paths journal.Paths, nonce string, run harness.Run) result {
+	t.Helper()
+	return readJournalWatch(t, ctx, h, hd, paths, nonce, run, nil)
+}
+
+func readJournalWatch(t *testing.T, ctx context.Context, h harness.Harness, hd sandbox.Handle, paths journal.Paths, nonce string, run harness.Run, onLine func([]byte)) result {
 	t.Helper()
 	rd := &journal.Reader{Handle: hd, Paths: paths, Nonce: nonce, FirstByteTimeout: 30 * time.Second}
 	var res result
 	exit, err := rd.Read(ctx, 0, func(l journal.Line) error {
 		if l.Diff == nil {
 			res.lines = append(res.lines, append([]byte(nil), l.Data...))
+			if onLine != nil {
+				onLine(l.Data)
+			}
 		}
 		return nil
 	})
@@ -518,10 +533,22 @@ func TestHarnessCloseEndsSessions(t *testing.T) {
 	hd := newSandbox(t)
 	h := newHarness(t)
 	done := make(chan result, 1)
+	// Close once the turn is under way: the agent's first update is in the
+	// journal (a fixed pause would race a slow start).
+	going := make(chan struct{})
+	var once sync.Once
 	go func() {
-		done <- runTurn(t, h, hd, harness.Request{Run: harness.Run{RunID: "run-close"}, Prompt: "p", Args: []string{bin, "-hang"}})
+		done <- runTurnWatch(t, h, hd, harness.Request{Run: harness.Run{RunID: "run-close"}, Prompt: "p", Args: []string{bin, "-hang"}}, func(line []byte) {
+			if strings.Contains(string(line), `"corral_acp":"update"`) {
+				once.Do(func() { close(going) })
+			}
+		})
 	}()
-	time.Sleep(time.Second)
+	select {
+	case <-going:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the turn never started")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := h.Close(ctx); err != nil {

@@ -97,8 +97,11 @@ func tenths(d time.Duration) string {
 // sweep stops every process of the agent that is still alive.
 func (s *session) sweep(ctx context.Context) {
 	res, err := s.hd.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", sweepScript, "corral-acp-sweep", s.req.RunDir, tenths(s.h.opts.KillGrace)}})
-	if err != nil || res.ExitCode != 0 {
-		s.log.Warn("acp: stopping the agent's processes failed", "err", err, "stderr", strings.TrimSpace(string(res.Stderr)))
+	switch {
+	case err != nil:
+		s.log.Warn("acp: stopping the agent's processes failed", "err", err)
+	case res.ExitCode != 0:
+		s.log.Warn("acp: stopping the agent's processes failed", "exit", res.ExitCode, "stderr", strings.TrimSpace(string(res.Stderr)))
 	}
 }
 

@@ -39,31 +39,34 @@ type driver struct {
 	lastSeq   int64         // the log's last sequence number
 	err       error         // why driving stopped early, if it did
 
-	handle   sandbox.Handle
-	cleanup  []string // workspace paths to remove after the run
-	remove   []string // absolute sandbox paths to remove after the run
-	tr       harness.Translator
-	stored   int64 // events in the log when the claim was made
-	produced int64 // events the translator has produced
-	verify   []store.Event
-	pending  []store.NewEvent
+	handle  sandbox.Handle
+	cleanup []string // workspace paths to remove after the run
+	remove  []string // absolute sandbox paths to remove after the run
+	tr      harness.Translator
+	scrub   *scrubber // the run's secret values; nil when it has none
+	sinkState
 }
 
 func (r *Runner) newDriver(run store.Run, def *sandbox.Definition, h harness.Harness, lease store.Lease) *driver {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &driver{
+	d := &driver{
 		r: r, run: run, def: def, h: h, lease: lease, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}),
 		tr: h.Translator(harness.Run{RunID: run.ID, ThreadID: run.ThreadID}),
 	}
+	d.scrub = newScrubber(d.secrets())
+	d.limit = r.opts.MaxEventBytes
+	return d
 }
 
 // errDetached stops a driver that was asked to detach.
 var errDetached = errors.New("run: detached")
 
 // errDiverged means the journal's replay does not match the stored log: a
-// bug (a non-deterministic translator), never papered over.
-var errDiverged = errors.New("run: the journal's replay diverged from the stored event log")
+// bug (a non-deterministic translator), or a journal or log changed behind
+// corral's back. It is never papered over: the run ends failed, with a
+// RUN_ERROR of code "replay-diverged" after the stored events.
+var errDiverged = errors.New("the journal's replay diverged from the stored event log")
 
 func (d *driver) drive() {
 	defer close(d.done)
@@ -76,11 +79,14 @@ func (d *driver) drive() {
 	}()
 	go d.keepLease()
 	err := d.body()
+	if errors.Is(err, errDiverged) && !d.isDetaching() && d.ctx.Err() == nil {
+		err = d.failDiverged(err)
+	}
 	switch {
 	case err == nil:
 	case d.isDetaching():
 		d.finishDetach()
-	case d.ctx.Err() != nil && !errors.Is(err, errDiverged):
+	case d.ctx.Err() != nil:
 		// The lease was lost: the successor drives; write nothing.
 	default:
 		d.setErr(err)
@@ -94,8 +100,11 @@ func (d *driver) body() error {
 		return err
 	}
 	d.mu.Lock()
-	d.stored, d.lastSeq = last, last
+	d.stored, d.lastSeq, d.vseq = last, last, 1
 	d.mu.Unlock()
+	if done, err := d.finishStored(); done || err != nil {
+		return err
+	}
 	if err := d.emit(d.tr.Begin()); err != nil {
 		return err
 	}
@@ -185,6 +194,12 @@ func (d *driver) startAgent() error {
 
 var errCancelledBeforeStart = errors.New("run: cancelled before the agent started")
 
+// readJournal reads a run's journal from byte 0; tests replace it to cut
+// lines into pieces as a reader with a small MaxLine would.
+var readJournal = func(ctx context.Context, rd *journal.Reader, fn func(journal.Line) error) (journal.Exit, error) {
+	return rd.Read(ctx, 0, fn)
+}
+
 type readResult struct {
 	exit journal.Exit
 	err  error
@@ -208,7 +223,7 @@ func (d *driver) follow() error {
 	readCtx, stopRead := context.WithCancel(d.ctx)
 	defer stopRead()
 	go func() {
-		exit, err := rd.Read(readCtx, 0, func(l journal.Line) error {
+		exit, err := readJournal(readCtx, rd, func(l journal.Line) error {
 			select {
 			case lines <- l:
 				return nil
@@ -224,24 +239,38 @@ func (d *driver) follow() error {
 	cancelT := time.NewTicker(d.r.opts.CancelCheck)
 	defer cancelT.Stop()
 	cancelled := false
+	feed := newLineFeed(d.tr, d.scrub)
 	for {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				res := <-result
+				if res.err == nil {
+					// The journal may end inside a long line's pieces.
+					d.lineStart = feed.start
+					if err := d.emit(feed.end()); err != nil {
+						return err
+					}
+				}
 				return d.finish(res, cancelled)
 			}
-			evs := d.tr.Line(l.Data)
+			var evs []event.Event
 			if l.Diff != nil {
-				evs = []event.Event{fileChanged(l.Diff)}
-				if d.produced >= d.stored { // new, not a replay: tell the hook once
-					d.fileHook(l.Diff)
+				diff := *l.Diff
+				diff.Patch = d.scrub.line(diff.Patch)
+				evs = []event.Event{fileChanged(&diff)}
+				feed.skip(l)
+				if !d.replaying() { // new, not a replay: tell the hook once
+					d.fileHook(&diff)
 				}
+			} else {
+				evs = feed.feed(l)
 			}
+			d.lineStart = feed.start
 			if err := d.emit(evs); err != nil {
 				return err
 			}
-			if len(d.pending) >= d.r.opts.BatchSize {
+			if d.flushDue() {
 				if err := d.flush(d.ctx); err != nil {
 					return err
 				}

@@ -29,9 +29,7 @@ func (d *driver) finish(res readResult, cancelled bool) error {
 		if cancelled {
 			evs = append(withoutTerminal(evs), cancelEvent(d.run, &res.exit.Code))
 		}
-		if err := d.emit(evs); err != nil {
-			return err
-		}
+		d.emitFinal(evs)
 		status, msg := store.RunCompleted, ""
 		switch {
 		case cancelled:
@@ -45,9 +43,7 @@ func (d *driver) finish(res readResult, cancelled bool) error {
 		}
 		return d.finalize(status, &res.exit.Code, msg)
 	case cancelled:
-		if err := d.emit([]event.Event{cancelEvent(d.run, nil)}); err != nil {
-			return err
-		}
+		d.emitFinal([]event.Event{cancelEvent(d.run, nil)})
 		return d.finalize(store.RunCancelled, nil, "")
 	case d.ctx.Err() != nil:
 		return res.err
@@ -65,16 +61,62 @@ func (d *driver) fail(err error, code string) error {
 		return err
 	}
 	if c, cerr := d.cancelRequested(); cerr == nil && c {
-		if err := d.emit([]event.Event{cancelEvent(d.run, nil)}); err != nil {
-			return err
-		}
+		d.emitFinal([]event.Event{cancelEvent(d.run, nil)})
 		return d.finalize(store.RunCancelled, nil, "")
 	}
 	msg := d.secrets().Redact(err.Error())
-	if e := d.emit([]event.Event{{Type: event.RunError, ThreadID: d.run.ThreadID, RunID: d.run.ID, Message: msg, Code: code}}); e != nil {
-		return e
-	}
+	d.emitFinal([]event.Event{{Type: event.RunError, ThreadID: d.run.ThreadID, RunID: d.run.ID, Message: msg, Code: code}})
 	return d.finalize(store.RunFailed, nil, msg)
+}
+
+// failDiverged ends a run whose replay contradicts its stored log: the
+// agent is stopped (its output can no longer be delivered faithfully), a
+// RUN_ERROR of code "replay-diverged" naming the event goes after the
+// stored events, and the run is failed with its log closed, so attach,
+// cancel and the reaper see a finished run instead of retrying for ever.
+func (d *driver) failDiverged(err error) error {
+	d.r.log.Error("run: the journal's replay diverged; failing the run", "run", d.run.ID, "err", err)
+	if d.handle != nil && d.handle.Capabilities().KillableProcesses {
+		if paths, perr := journal.PathsFor(d.r.opts.JournalDir, d.run.ID); perr == nil {
+			ctx, cancel := context.WithTimeout(d.ctx, time.Minute)
+			if kerr := journal.Kill(ctx, d.handle, paths, d.r.opts.KillGrace); kerr != nil {
+				d.r.log.Warn("run: stopping the agent of a diverged run failed", "run", d.run.ID, "err", kerr)
+			}
+			cancel()
+		}
+	}
+	msg := d.secrets().Redact(err.Error())
+	d.emitFinal([]event.Event{{Type: event.RunError, ThreadID: d.run.ThreadID, RunID: d.run.ID, Message: msg, Code: "replay-diverged"}})
+	return d.finalize(store.RunFailed, nil, msg)
+}
+
+// finishStored finalizes a taken-over run whose stored log already ends
+// with its terminal event (its driver died between appending it and
+// writing the status): the outcome is the one recorded, nothing is
+// replayed. It reports whether it did.
+func (d *driver) finishStored() (bool, error) {
+	if d.stored == 0 || d.start != nil {
+		return false, nil
+	}
+	last, err := d.storedEvent(d.stored)
+	if err != nil {
+		return false, err
+	}
+	if !last.Terminal() {
+		return false, nil
+	}
+	status, msg := store.RunCompleted, ""
+	switch {
+	case last.Type == event.RunError && last.Code == "cancelled":
+		status = store.RunCancelled
+	case last.Type == event.RunError:
+		status, msg = store.RunFailed, last.Message
+	}
+	if res, ok, err := d.r.ensure.EnsureExisting(d.ctx, d.def, ensure.Request{Thread: d.run.ThreadID, Run: d.run.ID, Tenant: d.run.Tenant}); err == nil && ok {
+		d.handle = res.Handle // for the after-run work
+	}
+	d.replayOver = true
+	return true, d.finalize(status, last.ExitCode, msg)
 }
 
 // missingAgent rewrites the closing RUN_ERROR of an agent that could not
@@ -105,7 +147,7 @@ func (d *driver) exitMessage(code int) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 30*time.Second)
 	defer cancel()
 	if tail, err := journal.ErrTail(ctx, d.handle, paths, 1000); err == nil && strings.TrimSpace(tail) != "" {
-		msg += ": " + strings.TrimSpace(d.secrets().Redact(tail))
+		msg += ": " + strings.TrimSpace(d.secrets().Redact(string(d.scrub.line([]byte(tail)))))
 	}
 	return msg
 }

@@ -87,8 +87,13 @@ type Options struct {
 	// one output.truncated event, then drops those deltas (and empties
 	// tool results) while still recording every other event — tool call
 	// starts and ends, file.changed, the closing RUN_FINISHED or
-	// RUN_ERROR. The journal in the sandbox keeps everything. 0 means
-	// DefaultMaxEventBytes (64 MiB); negative means no cap.
+	// RUN_ERROR. The journal in the sandbox keeps everything. The count
+	// is a function of the journal alone, so a replay reaches the cap at
+	// the same byte; the log itself is larger by the events' envelopes
+	// (tens of bytes each). A run taken over by another process keeps the
+	// truncation its log already records; before that, the cap of the
+	// process driving the run applies. 0 means DefaultMaxEventBytes
+	// (64 MiB); negative means no cap.
 	MaxEventBytes int64
 	// OnStep is told of setup steps while a run's sandbox is created.
 	OnStep func(runID string, ev bootstrap.StepEvent)

@@ -85,8 +85,8 @@ func TestConcurrentMigrations(t *testing.T) {
 		defer stores[i].Close()
 	}
 	v, err := stores[0].SchemaVersion(t.Context())
-	if err != nil || v != 1 {
-		t.Fatalf("SchemaVersion = %d, %v; want 1", v, err)
+	if err != nil || v != 2 {
+		t.Fatalf("SchemaVersion = %d, %v; want 2", v, err)
 	}
 	conn, err := pgx.Connect(t.Context(), url)
 	if err != nil {
@@ -97,8 +97,8 @@ func TestConcurrentMigrations(t *testing.T) {
 	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{schema, "corral_schema_migrations"}.Sanitize()).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	if rows != 1 {
-		t.Fatalf("corral_schema_migrations has %d rows, want 1", rows)
+	if rows != 2 {
+		t.Fatalf("corral_schema_migrations has %d rows, want 2", rows)
 	}
 }
 

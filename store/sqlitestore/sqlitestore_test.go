@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"sync"
@@ -64,13 +65,13 @@ func TestConcurrentOpen(t *testing.T) {
 		defer stores[i].Close()
 	}
 	v, err := stores[0].SchemaVersion(t.Context())
-	if err != nil || v != 1 {
-		t.Fatalf("SchemaVersion = %d, %v; want 1", v, err)
+	if err != nil || v != 2 {
+		t.Fatalf("SchemaVersion = %d, %v; want 2", v, err)
 	}
 	// Reopening is a no-op for the schema.
 	s := open(t, path)
 	defer s.Close()
-	if v, _ := s.SchemaVersion(t.Context()); v != 1 {
+	if v, _ := s.SchemaVersion(t.Context()); v != 2 {
 		t.Fatalf("SchemaVersion after reopen = %d", v)
 	}
 }
@@ -121,5 +122,40 @@ func TestClosed(t *testing.T) {
 	_, _, err := s.GetInstance(t.Context(), "k")
 	if sandbox.CodeOf(err) != sandbox.FailedPrecondition {
 		t.Fatalf("GetInstance after Close: %v, want FailedPrecondition", err)
+	}
+}
+
+// TestLogSizeMigration: a database at schema version 1 that holds events
+// gets each run's log size from migration 2.
+func TestLogSizeMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	v1, err := os.ReadFile(filepath.Join("migrations", "0001_init.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{string(v1),
+		`CREATE TABLE corral_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
+		`INSERT INTO corral_schema_migrations VALUES (1, '0001_init.sql', 0)`,
+		`INSERT INTO corral_runs (id, thread_id, status, created_at, updated_at, last_seq) VALUES ('r', 't', 'running', 0, 0, 3), ('e', 't', 'running', 0, 0, 0)`,
+		`INSERT INTO corral_run_events (run_id, seq, type, data, time) VALUES ('r', 1, 'a', CAST('{"a":1}' AS BLOB), 0), ('r', 2, 'b', NULL, 0), ('r', 3, 'c', CAST('"hello"' AS BLOB), 0)`,
+	} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s := open(t, path)
+	defer s.Close()
+	if v, _ := s.SchemaVersion(t.Context()); v != 2 {
+		t.Fatalf("SchemaVersion = %d, want 2", v)
+	}
+	for id, want := range map[string]int64{"r": 7 + 7, "e": 0} {
+		if n, err := s.LogSize(t.Context(), id); err != nil || n != want {
+			t.Errorf("LogSize(%s) = %d, %v; want %d", id, n, err, want)
+		}
 	}
 }

@@ -96,6 +96,7 @@ func TestDivergedReplayEndsRun(t *testing.T) {
 					t.Fatalf("follow after cancel: %v", err)
 				}
 			case "reaper":
+				waitExit(t, c, e.handle(t, b, c, rec), rec) // a producing run is left alone
 				rep, err := b.Reap(c, run.ReapOptions{TTL: time.Hour})
 				if err != nil {
 					t.Fatal(err)
@@ -116,6 +117,26 @@ func TestDivergedReplayEndsRun(t *testing.T) {
 			}
 			t.Logf("via %s: ended %s in %d events: %s", via, got.Status, len(all), lastEv.Message)
 		})
+	}
+}
+
+// waitExit waits until the run's journal records the agent's exit.
+func waitExit(t *testing.T, c context.Context, h sandbox.Handle, rec store.Run) {
+	t.Helper()
+	p, _ := journal.PathsFor("", rec.ID)
+	for {
+		st, err := journal.Probe(c, h, p, rec.JournalNonce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Finished {
+			return
+		}
+		select {
+		case <-c.Done():
+			t.Fatal("the agent never finished")
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
@@ -166,8 +187,12 @@ func TestReplayAfterJournalReadFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	start, _, _ := bytes.Cut(data, []byte("\n"))
-	pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(string(start), `{"__start":`), "}"))
-	if err != nil {
+	digits, _ := strings.CutPrefix(string(start), `{"__start":`)
+	if i := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		digits = digits[:i]
+	}
+	pid, err := strconv.Atoi(digits)
+	if err != nil || pid <= 1 {
 		t.Fatalf("start line %q", start)
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL) // the wrapper's group: no exit line

@@ -47,7 +47,10 @@ import (
 //
 // Scrubbing is a pure function of the line's bytes and the secret values,
 // and gives the same output whether a line comes whole or in pieces, so a
-// replay yields the same events.
+// replay yields the same events. A takeover must therefore see the values
+// the log was written with: a secret changed in between makes the replay
+// diverge where the value was printed, and the run ends failed
+// ("replay-diverged").
 const (
 	minScrubLen   = 4
 	minAlignedLen = 8
@@ -173,13 +176,17 @@ func jsonForms(s string) []string {
 	return out
 }
 
-// line scrubs a whole line. It must not be called while a line's pieces
-// are being scrubbed.
+// line scrubs a whole text (a line, a patch, an error tail) on its own:
+// the tail kept from the pieces of an unfinished line is left alone.
 func (s *scrubber) line(b []byte) []byte {
 	if s == nil {
 		return b
 	}
-	return s.piece(b, true)
+	carry, bs := s.carry, s.bs
+	s.carry, s.bs = nil, 0
+	out := s.piece(b, true)
+	s.carry, s.bs = carry, bs
+	return out
 }
 
 // piece scrubs the next piece of a line and returns the scrubbed bytes
@@ -278,6 +285,3 @@ func trailingBackslashes(b []byte) int {
 	return n
 }
 
-// pending reports whether the scrubber holds the tail of an unfinished
-// line.
-func (s *scrubber) pending() bool { return s != nil && len(s.carry) > 0 }

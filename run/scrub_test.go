@@ -124,6 +124,12 @@ func TestScrubPiecesAsWhole(t *testing.T) {
 			}
 			final := n == len(rest)
 			got = append(got, sc.piece(rest[:n], final)...)
+			// A whole text scrubbed between two pieces (the wrapper's
+			// diff, an error tail) neither sees nor disturbs the tail
+			// kept for the next piece.
+			if other := []byte(`x ` + secrets["A"] + ` y`); string(sc.line(other)) != "x [secret:A] y" {
+				t.Fatalf("line between pieces: %q", sc.line(other))
+			}
 			rest = rest[n:]
 			cuts++
 		}

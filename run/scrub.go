@@ -284,4 +284,3 @@ func trailingBackslashes(b []byte) int {
 	}
 	return n
 }
-

@@ -112,6 +112,7 @@ func TestFloodIsCoalesced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.killOnCleanup(t, b, rec, "")
 	// Past the first 4096 deltas: coalesced events are stored (the first
 	// half makes 4475 events at the least).
 	waitSeq(t, a, c, rec.ID, 4400)

@@ -33,6 +33,23 @@ func (e *env) handle(t *testing.T, r *run.Runner, c context.Context, rec store.R
 	return res.Handle
 }
 
+// killOnCleanup kills what the run left running when the test ends (a
+// failed test must not leave an agent waiting for its gate).
+func (e *env) killOnCleanup(t *testing.T, r *run.Runner, rec store.Run, journalDir string) {
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, ok, err := r.Ensure().EnsureExisting(c, e.def, ensure.Request{Thread: rec.ThreadID, Run: rec.ID, Tenant: rec.Tenant})
+		if err != nil || !ok {
+			return
+		}
+		if p, err := journal.PathsFor(journalDir, rec.ID); err == nil {
+			_ = journal.Kill(c, res.Handle, p, time.Second)
+			_ = journal.Remove(c, res.Handle, p)
+		}
+	})
+}
+
 // waitSeq follows the run until its log holds n events.
 func waitSeq(t *testing.T, r *run.Runner, c context.Context, id string, n int64) {
 	t.Helper()
@@ -65,6 +82,7 @@ func TestDivergedReplayEndsRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			e.killOnCleanup(t, b, rec, "")
 			waitSeq(t, a, c, rec.ID, 7) // RUN_STARTED, TEXT_MESSAGE_START, 1..5
 			if err := a.Detach(c, rec.ID); err != nil {
 				t.Fatal(err)
@@ -177,6 +195,7 @@ func TestReplayAfterJournalReadFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.killOnCleanup(t, b, rec, dir)
 	waitSeq(t, a, c, rec.ID, 22)
 	if err := a.Detach(c, rec.ID); err != nil {
 		t.Fatal(err)

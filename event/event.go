@@ -53,6 +53,9 @@ const (
 	// PolicyUnenforced follows RUN_STARTED when the run's harness cannot
 	// enforce some rules of the run's policy (value: PolicyNotice).
 	PolicyUnenforced = "policy.unenforced"
+	// OutputTruncated says the event log holds less than the agent wrote
+	// (value: Truncation); the journal in the sandbox keeps everything.
+	OutputTruncated = "output.truncated"
 )
 
 // PolicyNotice is the value of a policy.unenforced event: the rules of the
@@ -74,6 +77,34 @@ type UnenforcedRule struct {
 	Decision string `json:"decision"`
 	// Reason says what the harness does not see or cannot stop.
 	Reason string `json:"reason"`
+}
+
+// Truncation reasons.
+const (
+	// TruncatedCap: the run's event log reached its size cap; later text,
+	// reasoning and tool-argument deltas are dropped and tool results
+	// emptied, while every other event is still recorded. At most one
+	// such event per run.
+	TruncatedCap = "cap"
+	// TruncatedLine: one journal line was longer than the runner joins for
+	// a translator that takes whole lines; that line was dropped.
+	TruncatedLine = "line"
+)
+
+// Truncation is the value of an output.truncated event.
+type Truncation struct {
+	Reason string `json:"reason"`
+	// BytesKept is, for the cap, the size of what the log kept: the
+	// JSON-escaped bytes of the content deltas plus the encoded size of
+	// the other events.
+	BytesKept int64 `json:"bytesKept,omitempty"`
+	// Limit is the cap in force (reason cap).
+	Limit int64 `json:"limit,omitempty"`
+	// LineBytes is the length of the dropped line (reason line).
+	LineBytes int64 `json:"lineBytes,omitempty"`
+	// JournalOffset is where, in the run's journal, the line that was cut
+	// or dropped starts: the rest of the output is there.
+	JournalOffset int64 `json:"journalOffset"`
 }
 
 // FileChange is the value of a file.changed event: the run's working-tree

@@ -136,6 +136,21 @@ type Translator interface {
 	End(exitCode int) []event.Event
 }
 
+// PieceTranslator is a Translator that can take a journal line longer than
+// the reader's MaxLine in pieces, as they come (journal.Line.Partial),
+// instead of joined: the runner then never holds the whole line. The
+// pieces of one line go to Piece, its last piece to Line. A line's
+// events must not depend on where it was cut into pieces: the
+// concatenated content of the events is what counts (see package run).
+// The runner joins the pieces (up to a bound) for a translator without
+// this method.
+type PieceTranslator interface {
+	Translator
+	// Piece translates a piece of a line that goes on in the next piece
+	// or line.
+	Piece(piece []byte) []event.Event
+}
+
 // WriteFile writes data to an absolute path inside the sandbox (outside
 // the workspace too, unlike the sandbox's FS), creating its directory,
 // with the given mode. The data travels on the command's stdin, never in

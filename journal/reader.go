@@ -40,6 +40,9 @@ func StrategyFor(caps sandbox.Capabilities) Strategy {
 type Line struct {
 	Data []byte // without the newline
 	End  int64  // the absolute offset just past the newline: where to resume
+	// Partial is set when Data is a piece of a line longer than the
+	// reader's MaxLine: the line continues in the next Line.
+	Partial bool
 	// Diff is set (and Data empty) on the wrapper's working-tree diff line,
 	// which comes after the agent's last line and before the exit.
 	Diff *Diff

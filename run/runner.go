@@ -81,6 +81,20 @@ type Options struct {
 	// KillGrace is the time a cancelled agent gets between SIGTERM and
 	// SIGKILL. Default 2s.
 	KillGrace time.Duration
+	// MaxEventBytes caps what one run puts in its event log: the
+	// JSON-escaped bytes of its text, reasoning and tool-argument deltas
+	// plus the encoded size of its other events. Past it the log records
+	// one output.truncated event, then drops those deltas (and empties
+	// tool results) while still recording every other event — tool call
+	// starts and ends, file.changed, the closing RUN_FINISHED or
+	// RUN_ERROR. The journal in the sandbox keeps everything. The count
+	// is a function of the journal alone, so a replay reaches the cap at
+	// the same byte; the log itself is larger by the events' envelopes
+	// (tens of bytes each). A run taken over by another process keeps the
+	// truncation its log already records; before that, the cap of the
+	// process driving the run applies. 0 means DefaultMaxEventBytes
+	// (64 MiB); negative means no cap.
+	MaxEventBytes int64
 	// OnStep is told of setup steps while a run's sandbox is created.
 	OnStep func(runID string, ev bootstrap.StepEvent)
 	// OnTakeOver is told of each run this process takes over.
@@ -124,6 +138,9 @@ func New(st store.Store, defs []*sandbox.Definition, harnesses []harness.Harness
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxEventBytes == 0 {
+		opts.MaxEventBytes = DefaultMaxEventBytes
 	}
 	r := &Runner{
 		store: st, defs: map[string]*sandbox.Definition{}, harnesses: map[string]harness.Harness{},

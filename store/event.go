@@ -59,6 +59,11 @@ type EventLog interface {
 	ReadEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]Event, error)
 	// LastSeq returns the seq of the last stored event, 0 for an empty log.
 	LastSeq(ctx context.Context, runID string) (int64, error)
+	// LogSize returns how many bytes the run's log holds: the sum of the
+	// lengths of its events' Data (0 for an empty log). It is kept beside
+	// the log's last seq and moves with every append, so it costs one
+	// read whatever the log's length.
+	LogSize(ctx context.Context, runID string) (int64, error)
 	// CloseLog marks the log finished: later appends are refused. It is
 	// fenced like an append (FailedPrecondition when epoch is not the run's
 	// DriverEpoch), except that closing a closed log is a no-op that

@@ -26,6 +26,7 @@ func newPsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			var runs []store.Run
+			logSize := func(string) string { return "-" } // the event log's size, where the store is at hand
 			if rf.server != "" {
 				c, err := rf.client()
 				if err != nil {
@@ -64,6 +65,13 @@ func newPsCmd() *cobra.Command {
 				if runs, err = st.ListRuns(ctx, f); err != nil {
 					return err
 				}
+				logSize = func(id string) string {
+					n, err := st.LogSize(ctx, id)
+					if err != nil {
+						return "-"
+					}
+					return byteSize(n)
+				}
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -78,7 +86,7 @@ func newPsCmd() *cobra.Command {
 				return enc.Encode(runs)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tTHREAD\tHARNESS\tSTATUS\tEXIT\tSTARTED\tDETACHED")
+			fmt.Fprintln(tw, "RUN\tTHREAD\tHARNESS\tSTATUS\tEXIT\tSTARTED\tDETACHED\tLOG")
 			for _, r := range runs {
 				exit := "-"
 				if r.ExitCode != nil {
@@ -88,7 +96,7 @@ func newPsCmd() *cobra.Command {
 				if !r.DetachedSince.IsZero() {
 					detached = ago(r.DetachedSince)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.ThreadID, r.Harness, r.Status, exit, ago(r.CreatedAt), detached)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.ThreadID, r.Harness, r.Status, exit, ago(r.CreatedAt), detached, logSize(r.ID))
 			}
 			return tw.Flush()
 		},
@@ -112,4 +120,17 @@ func ago(t time.Time) string {
 		return fmt.Sprintf("%dh ago", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// byteSize prints n bytes as B, KiB, MiB or GiB.
+func byteSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%dB", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1fGiB", float64(n)/(1<<30))
 }

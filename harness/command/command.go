@@ -5,6 +5,7 @@ package command
 import (
 	"context"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness"
@@ -38,7 +39,9 @@ func (Harness) Prepare(_ context.Context, _ sandbox.Handle, req harness.Request)
 	return harness.Invocation{Command: cmd}, nil
 }
 
-// Translator returns the line-per-text translator.
+// Translator returns the line-per-text translator. It takes long lines in
+// pieces (harness.PieceTranslator): each piece becomes a text delta, with
+// no newline between the pieces of one line.
 func (Harness) Translator(run harness.Run) harness.Translator {
 	return &translator{run: run, ids: event.IDs{RunID: run.RunID}}
 }
@@ -47,23 +50,69 @@ type translator struct {
 	run   harness.Run
 	ids   event.IDs
 	msgID string
+	// hold is an incomplete UTF-8 sequence that ended the last piece: it
+	// goes with the next piece, so a character cut between two pieces
+	// arrives whole.
+	hold []byte
 }
+
+var _ harness.PieceTranslator = (*translator)(nil)
 
 func (t *translator) Begin() []event.Event {
 	return []event.Event{{Type: event.RunStarted, ThreadID: t.run.ThreadID, RunID: t.run.RunID}}
 }
 
-func (t *translator) Line(line []byte) []event.Event {
-	var out []event.Event
-	if t.msgID == "" {
-		t.msgID = t.ids.Next("msg")
-		out = append(out, event.Event{Type: event.TextMessageStart, MessageID: t.msgID, Role: "assistant"})
+func (t *translator) open() []event.Event {
+	if t.msgID != "" {
+		return nil
 	}
-	return append(out, event.Event{Type: event.TextMessageContent, MessageID: t.msgID, Delta: string(line) + "\n"})
+	t.msgID = t.ids.Next("msg")
+	return []event.Event{{Type: event.TextMessageStart, MessageID: t.msgID, Role: "assistant"}}
+}
+
+func (t *translator) Line(line []byte) []event.Event {
+	out := t.open()
+	text := string(t.hold) + string(line) + "\n"
+	t.hold = nil
+	return append(out, event.Event{Type: event.TextMessageContent, MessageID: t.msgID, Delta: text})
+}
+
+func (t *translator) Piece(piece []byte) []event.Event {
+	out := t.open()
+	b := append(t.hold, piece...)
+	n := completeUTF8(b)
+	t.hold = append([]byte(nil), b[n:]...)
+	if n == 0 {
+		return out
+	}
+	return append(out, event.Event{Type: event.TextMessageContent, MessageID: t.msgID, Delta: string(b[:n])})
+}
+
+// completeUTF8 returns the length of b without a trailing incomplete UTF-8
+// sequence (one that more bytes could still complete).
+func completeUTF8(b []byte) int {
+	for k := 1; k <= utf8.UTFMax-1 && k <= len(b); k++ {
+		c := b[len(b)-k]
+		if c < utf8.RuneSelf {
+			return len(b) // ASCII: nothing pending
+		}
+		if utf8.RuneStart(c) {
+			if utf8.FullRune(b[len(b)-k:]) {
+				return len(b)
+			}
+			return len(b) - k
+		}
+	}
+	return len(b)
 }
 
 func (t *translator) End(code int) []event.Event {
 	var out []event.Event
+	if len(t.hold) > 0 { // the journal ended inside a line's pieces
+		out = append(out, t.open()...)
+		out = append(out, event.Event{Type: event.TextMessageContent, MessageID: t.msgID, Delta: string(t.hold)})
+		t.hold = nil
+	}
 	if t.msgID != "" {
 		out = append(out, event.Event{Type: event.TextMessageEnd, MessageID: t.msgID})
 		t.msgID = ""

@@ -48,6 +48,7 @@ type Store struct {
 type runEntry struct {
 	run    store.Run
 	events []store.Event
+	bytes  int64 // the sum of the events' Data lengths
 	closed bool
 }
 
@@ -419,6 +420,7 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, epoch, firstSeq 
 			Data: storeutil.CopyData(ev.Data), Time: storeutil.EventTime(ev.Time, now),
 		})
 	}
+	e.bytes += storeutil.DataBytes(events)
 	return nil
 }
 
@@ -465,6 +467,22 @@ func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
 		return 0, err
 	}
 	return int64(len(e.events)), nil
+}
+
+// LogSize implements store.EventLog.
+func (s *Store) LogSize(ctx context.Context, runID string) (int64, error) {
+	if err := ctxErr(ctx, storeutil.OpLogSize, runID); err != nil {
+		return 0, err
+	}
+	if err := s.lock(storeutil.OpLogSize, runID); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	e, err := s.runEntry(storeutil.OpLogSize, runID)
+	if err != nil {
+		return 0, err
+	}
+	return e.bytes, nil
 }
 
 // CloseLog implements store.EventLog.

@@ -677,7 +677,8 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, epoch, firstSeq 
 			runID, seqs, types, datas, times); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE corral_runs SET last_seq = $1 WHERE id = $2`, firstSeq+int64(len(events))-1, runID)
+		_, err = tx.Exec(ctx, `UPDATE corral_runs SET last_seq = $1, log_bytes = log_bytes + $2 WHERE id = $3`,
+			firstSeq+int64(len(events))-1, storeutil.DataBytes(events), runID)
 		return err
 	})
 }
@@ -726,6 +727,20 @@ func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
 	}
 	_, last, _, err := logState(ctx, s.pool, op, runID, false)
 	return last, s.wrap(ctx, op, runID, err)
+}
+
+// LogSize implements store.EventLog.
+func (s *Store) LogSize(ctx context.Context, runID string) (int64, error) {
+	const op = storeutil.OpLogSize
+	if err := s.check(op, runID); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT log_bytes FROM corral_runs WHERE id = $1`, runID).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, storeutil.RunNotFound(op, runID)
+	}
+	return n, s.wrap(ctx, op, runID, err)
 }
 
 // CloseLog implements store.EventLog.

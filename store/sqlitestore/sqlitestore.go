@@ -629,7 +629,8 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, epoch, firstSeq 
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE corral_runs SET last_seq = ? WHERE id = ?`, firstSeq+int64(len(events))-1, runID)
+		_, err = tx.ExecContext(ctx, `UPDATE corral_runs SET last_seq = ?, log_bytes = log_bytes + ? WHERE id = ?`,
+			firstSeq+int64(len(events))-1, storeutil.DataBytes(events), runID)
 		return err
 	})
 }
@@ -686,6 +687,20 @@ func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
 	}
 	_, last, _, err := logState(ctx, s.db, op, runID)
 	return last, wrapErr(ctx, op, runID, err)
+}
+
+// LogSize implements store.EventLog.
+func (s *Store) LogSize(ctx context.Context, runID string) (int64, error) {
+	const op = storeutil.OpLogSize
+	if err := s.check(op, runID); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT log_bytes FROM corral_runs WHERE id = ?`, runID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, storeutil.RunNotFound(op, runID)
+	}
+	return n, wrapErr(ctx, op, runID, err)
 }
 
 // CloseLog implements store.EventLog.

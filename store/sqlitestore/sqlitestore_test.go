@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"sync"
@@ -134,4 +135,39 @@ func migrationCount(t *testing.T) int {
 		t.Fatalf("no migrations: %v", err)
 	}
 	return len(files)
+}
+
+// TestLogSizeMigration: a database at schema version 1 that holds events
+// gets each run's log size from migration 3 (log_bytes).
+func TestLogSizeMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	v1, err := os.ReadFile(filepath.Join("migrations", "0001_init.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{string(v1),
+		`CREATE TABLE corral_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
+		`INSERT INTO corral_schema_migrations VALUES (1, '0001_init.sql', 0)`,
+		`INSERT INTO corral_runs (id, thread_id, status, created_at, updated_at, last_seq) VALUES ('r', 't', 'running', 0, 0, 3), ('e', 't', 'running', 0, 0, 0)`,
+		`INSERT INTO corral_run_events (run_id, seq, type, data, time) VALUES ('r', 1, 'a', CAST('{"a":1}' AS BLOB), 0), ('r', 2, 'b', NULL, 0), ('r', 3, 'c', CAST('"hello"' AS BLOB), 0)`,
+	} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s := open(t, path)
+	defer s.Close()
+	if v, _ := s.SchemaVersion(t.Context()); v != migrationCount(t) {
+		t.Fatalf("SchemaVersion = %d, want %d", v, migrationCount(t))
+	}
+	for id, want := range map[string]int64{"r": 7 + 7, "e": 0} {
+		if n, err := s.LogSize(t.Context(), id); err != nil || n != want {
+			t.Errorf("LogSize(%s) = %d, %v; want %d", id, n, err, want)
+		}
+	}
 }

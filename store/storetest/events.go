@@ -19,6 +19,7 @@ func RunEventLog(t *testing.T, h Harness) {
 	t.Run("EpochFence", func(t *testing.T) { testEventsEpochFence(t, h) })
 	t.Run("Close", func(t *testing.T) { testEventsClose(t, h) })
 	t.Run("MissingRun", func(t *testing.T) { testEventsMissingRun(t, h) })
+	t.Run("Size", func(t *testing.T) { testEventsSize(t, h) })
 	t.Run("ConcurrentAppenders", func(t *testing.T) { testEventsConcurrent(t, h) })
 }
 
@@ -224,6 +225,57 @@ func testEventsMissingRun(t *testing.T, h Harness) {
 	wantCode(t, s.CloseLog(ctx, "missing", 0), sandbox.NotFound, "CloseLog(missing run)")
 	_, err = s.LogClosed(ctx, "missing")
 	wantCode(t, err, sandbox.NotFound, "LogClosed(missing run)")
+	_, err = s.LogSize(ctx, "missing")
+	wantCode(t, err, sandbox.NotFound, "LogSize(missing run)")
+}
+
+// testEventsSize: LogSize is the sum of the stored events' Data lengths;
+// refused appends do not move it; it is per run and survives a reopen.
+func testEventsSize(t *testing.T, h Harness) {
+	b := h.open(t)
+	s := b.Store
+	ctx := t.Context()
+	size := func(id string) int64 {
+		t.Helper()
+		n, err := s.LogSize(ctx, id)
+		must(t, err, "LogSize "+id)
+		return n
+	}
+	createRun(t, s, store.Run{ID: "r", ThreadID: "th"})
+	createRun(t, s, store.Run{ID: "r2", ThreadID: "th"})
+	if n := size("r"); n != 0 {
+		t.Fatalf("LogSize of an empty log = %d", n)
+	}
+	batch := []store.NewEvent{{Type: "a", Data: json.RawMessage(`{"x":"hello"}`)}, {Type: "b"}, {Type: "c", Data: json.RawMessage(`[1,2,3]`)}}
+	want := int64(len(batch[0].Data) + len(batch[2].Data))
+	must(t, s.AppendEvents(ctx, "r", 0, 1, batch), "AppendEvents")
+	if n := size("r"); n != want {
+		t.Fatalf("LogSize = %d, want %d", n, want)
+	}
+	wantCode(t, s.AppendEvents(ctx, "r", 0, 1, batch), sandbox.AlreadyExists, "double append")
+	bad := evs("b", 3)
+	bad[2].Data = json.RawMessage(`{`)
+	wantCode(t, s.AppendEvents(ctx, "r", 0, 4, bad), sandbox.InvalidArgument, "bad batch")
+	wantCode(t, s.AppendEvents(ctx, "r", 7, 4, evs("b", 1)), sandbox.FailedPrecondition, "superseded epoch")
+	if n := size("r"); n != want {
+		t.Fatalf("LogSize after refused appends = %d, want %d", n, want)
+	}
+	big := evs("big", 300)
+	for _, e := range big {
+		want += int64(len(e.Data))
+	}
+	must(t, s.AppendEvents(ctx, "r", 0, 4, big), "AppendEvents(300)")
+	if n := size("r"); n != want {
+		t.Fatalf("LogSize = %d, want %d", n, want)
+	}
+	if n := size("r2"); n != 0 {
+		t.Fatalf("LogSize of another run = %d", n)
+	}
+	if b.Reopen != nil {
+		if n, err := b.Reopen(t).LogSize(ctx, "r"); err != nil || n != want {
+			t.Fatalf("LogSize after reopen = %d, %v; want %d", n, err, want)
+		}
+	}
 }
 
 // testEventsConcurrent: 8 drivers on two handles take the run over one

@@ -36,6 +36,7 @@ const (
 	OpAppend         = "events.append"
 	OpRead           = "events.read"
 	OpLastSeq        = "events.last_seq"
+	OpLogSize        = "events.size"
 	OpCloseLog       = "events.close"
 	OpLogClosed      = "events.closed"
 )
@@ -469,4 +470,14 @@ func RunValues(r store.Run) []any {
 func InstanceValues(in store.Instance, created time.Time) []any {
 	return []any{in.Key, in.Provider, in.ProviderSandboxID, NullString(in.LatestSnapshotID), in.ThreadID,
 		NullString(in.LatestRunID), NullString(in.DefinitionID), NullString(in.Tenant), MS(created), MS(in.UpdatedAt)}
+}
+
+// DataBytes is the sum of the events' Data lengths: what an append adds
+// to a log's size.
+func DataBytes(events []store.NewEvent) int64 {
+	n := int64(0)
+	for _, e := range events {
+		n += int64(len(e.Data))
+	}
+	return n
 }

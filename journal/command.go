@@ -33,7 +33,7 @@ shift 6
 if [ "$cj_mode" = stdin ]; then IFS= read -r cj_nonce; else cj_nonce=$` + NonceEnv + `; fi
 unset ` + NonceEnv + `
 mkdir -p "$cj_dir" || exit 1
-printf '{"__start":%d}\n' "$$" >>"$cj_out"
+` + startLine + `
 cj_tree=
 if [ "$cj_diff" = diff ] && cj_git=$(git rev-parse --git-dir 2>/dev/null); then
   cj_idx=$cj_dir/.index.$$
@@ -46,8 +46,7 @@ case $cj_in in
 *) ( exec "$@" <"$cj_in" >>"$cj_out" 2>>"$cj_err" ) ;;
 esac
 cj_rc=$?
-# The sentinel must be a line of its own: end an unterminated last line.
-[ -z "$(tail -c 1 "$cj_out")" ] || printf '\n' >>"$cj_out"
+` + endLine + `
 if [ -n "$cj_tree" ]; then
   cj_end=$(GIT_INDEX_FILE=$cj_idx git add -A . && GIT_INDEX_FILE=$cj_idx git write-tree)
   if [ -n "$cj_end" ]; then

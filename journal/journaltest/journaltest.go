@@ -240,7 +240,7 @@ func (s *suite) testLost(t *testing.T, st journal.Strategy) {
 	// agent goes with the sandbox.)
 	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `
 		while ! grep -q started "$1" 2>/dev/null; do sleep 0.05; done
-		IFS= read -r l <"$1"; p=${l#*:}; p=${p%\}}
+		IFS= read -r l <"$1"; p=${l#*:}; p=${p%%[!0-9]*}
 		kill -9 "$p"`, "sh", p.Journal}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("killing the wrapper: %v %+v", err, res)

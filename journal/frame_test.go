@@ -314,3 +314,29 @@ func BenchmarkFramer(b *testing.B) {
 		})
 	}
 }
+
+// TestParseStartLine: both forms of the start line are read; anything
+// else is not a start line.
+func TestParseStartLine(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		want StartRecord
+		ok   bool
+	}{
+		{`{"__start":123,"__t":456}`, StartRecord{PID: 123, StartTime: 456, Current: true}, true},
+		{`{"__start":123,"__t":0}`, StartRecord{PID: 123, Current: true}, true},
+		{`{"__start":123}`, StartRecord{PID: 123}, true},
+		{`{"__start":0}`, StartRecord{}, false},
+		{`{"__start":"1"}`, StartRecord{}, false},
+		{`{"__t":1,"__start":2}`, StartRecord{}, false},
+		{`hello`, StartRecord{}, false},
+	} {
+		got, ok := ParseStartLine([]byte(tt.line))
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ParseStartLine(%q) = %+v, %v; want %+v, %v", tt.line, got, ok, tt.want, tt.ok)
+		}
+		if pid, ok := ParseStart([]byte(tt.line)); pid != tt.want.PID || ok != tt.ok {
+			t.Errorf("ParseStart(%q) = %d, %v", tt.line, pid, ok)
+		}
+	}
+}

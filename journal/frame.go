@@ -141,30 +141,34 @@ func (f *framer) limit() int {
 
 // line handles the line buf[r:nl], terminated at nl.
 func (f *framer) line(nl int) error {
-	if f.midLine || nl-f.r > f.limit() {
-		for nl-f.r > f.maxLine {
-			if err := f.piece(f.r+f.maxLine, true); err != nil {
-				return err
+	if !f.midLine && nl-f.r <= f.limit() {
+		data := f.buf[f.r:nl]
+		end := f.base + int64(nl) + 1
+		if f.base+int64(f.r) == 0 {
+			if st, ok := ParseStartLine(data); ok {
+				f.start = &st
+				return nil
 			}
-			f.r += f.maxLine
-			f.midLine = true
 		}
-		return f.piece(nl, false)
-	}
-	data := f.buf[f.r:nl]
-	end := f.base + int64(nl) + 1
-	if f.base+int64(f.r) == 0 {
-		if st, ok := ParseStartLine(data); ok {
-			f.start = &st
+		if len(f.nonce) > 0 && bytes.Contains(data, f.nonce) {
+			f.candidate(data, end)
 			return nil
 		}
+		if len(data) <= f.maxLine {
+			f.held = f.held[:0]
+			return f.emit(Line{Data: bytes.Clone(data), End: end})
+		}
+		// A long line that only looked like a diff line: in pieces, cut
+		// where they would have been had it not been held.
 	}
-	if len(f.nonce) > 0 && bytes.Contains(data, f.nonce) {
-		f.candidate(data, end)
-		return nil
+	for nl-f.r > f.maxLine {
+		if err := f.piece(f.r+f.maxLine, true); err != nil {
+			return err
+		}
+		f.r += f.maxLine
+		f.midLine = true
 	}
-	f.held = f.held[:0]
-	return f.emit(Line{Data: bytes.Clone(data), End: end})
+	return f.piece(nl, false)
 }
 
 // piece delivers buf[r:to], a piece of a long line (the last one when

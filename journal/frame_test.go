@@ -61,6 +61,7 @@ func sampleJournal(nonce string) []byte {
 		j.WriteByte('\n')
 	}
 	j.WriteString(`{"__diff":"not the wrapper's"}` + "\n")
+	j.WriteString(`{"__diff":"` + strings.Repeat("d", 3*testMax) + `"}` + "\n") // held as a diff line might be, then cut
 	j.Write(bytes.Repeat([]byte{0}, 5*testMax+3))
 	j.WriteByte('\n')
 	j.Write(EndLine(nonce))

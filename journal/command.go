@@ -42,14 +42,13 @@ shift 8
 if [ "$cj_mode" = stdin ]; then IFS= read -r cj_nonce; else cj_nonce=$` + NonceEnv + `; fi
 unset ` + NonceEnv + `
 mkdir -p "$cj_dir" || exit 1
-printf '{"__start":%d}\n' "$$" >>"$cj_out"
+` + startLine + `
 ` + scopeFns + `
 cj_own= cj_keep= cj_nocg=
 case " $cj_flags " in *" own "*) cj_own=own ;; esac
 case " $cj_flags " in *" keep "*) cj_keep=keep ;; esac
 case " $cj_flags " in *" nocgroup "*) cj_nocg=1 ;; esac
-cj_t0=0
-cs_stat /proc/$$/stat && cj_t0=$cs_start
+cj_t0=$cj_t
 cj_cg=
 if [ -z "$cj_nocg" ] && cj_root=$(cs_v2root) && [ -n "$cj_root" ]; then
   cj_cur=$(cs_cgof $$)
@@ -84,8 +83,7 @@ if [ -z "$cj_keep" ]; then
     while ! rmdir "$cj_cg" 2>/dev/null && [ $cj_i -lt 20 ]; do sleep 0.05; cj_i=$((cj_i+1)); done
   fi
 fi
-# The sentinel must be a line of its own: end an unterminated last line.
-[ -z "$(tail -c 1 "$cj_out")" ] || printf '\n' >>"$cj_out"
+` + endLine + `
 if [ -n "$cj_tree" ]; then
   cj_end=$(GIT_INDEX_FILE=$cj_idx git add -A . && GIT_INDEX_FILE=$cj_idx git write-tree)
   if [ -n "$cj_end" ]; then

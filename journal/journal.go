@@ -3,18 +3,84 @@
 //
 // The agent's stdout is redirected (never piped: a dead reader must not
 // kill it with SIGPIPE) and appended (never truncated) to
-// <dir>/<token>.ndjson, its stderr to <dir>/<token>.err. The journal's first
-// line records the wrapper's pid; its last line is an exit sentinel carrying
-// the agent's exit code and a per-run random nonce that the agent never
-// sees, so it cannot forge its own exit. Any process can read the journal
-// from any byte offset (follow or poll), probe for the exit, or kill the
-// agent — all through the sandbox contract's exec and spawn, with every
-// value passed as a positional parameter, never spliced into shell text.
+// <dir>/<token>.ndjson, its stderr to <dir>/<token>.err. Any process can
+// read the journal from any byte offset (follow or poll), probe for the
+// exit, or kill the agent — all through the sandbox contract's exec and
+// spawn, with every value passed as a positional parameter, never spliced
+// into shell text.
+//
+// # The journal
+//
+// The wrapper writes, in this order:
+//
+//  1. the start line {"__start":PID,"__t":STARTTIME}: the wrapper's pid and
+//     its start time (field 22 of /proc/PID/stat; 0 where there is no
+//     /proc). Journals written before the start time was recorded begin
+//     with {"__start":PID}; they are read alike, without the end line rule
+//     below;
+//  2. the agent's stdout, byte for byte;
+//  3. once the agent and its processes are gone: a newline if the agent's
+//     last byte was not one, then the end line {"__end":"NONCE"};
+//  4. in a git work tree, the diff line
+//     {"__diff":"BASE64","__truncated":BOOL,"__nonce":"NONCE"};
+//  5. the exit sentinel {"__exit":CODE,"__nonce":"NONCE"}, its last write
+//     before it exits.
+//
+// NONCE is a per-run random value kept on the run record and given to the
+// wrapper on its stdin (or in a variable it unsets): never in argv, never
+// in the agent's environment.
+//
+// # What counts as the exit
+//
+// The nonce alone does not authenticate anything: the agent runs as the
+// wrapper's child under the same uid and can read it from the wrapper's
+// memory. Readers (Reader and Probe alike) therefore apply these rules:
+//
+//   - A line that contains this run's nonce is never delivered as output.
+//     It is a candidate: an end line, a diff line or an exit sentinel if it
+//     parses as one, else nothing.
+//   - An exit sentinel is the run's exit only when it is the journal's last
+//     line (the journal ends just past its newline) at a time the wrapper
+//     is known to be gone. The wrapper's liveness is read before the
+//     journal's size, so everything the wrapper wrote is already in the
+//     journal when it is found gone. A sentinel followed by any byte, or
+//     one read while the wrapper runs and then followed by more, is forged
+//     and dropped; reading goes on.
+//   - A diff line counts only when it is immediately followed by the exit
+//     and immediately preceded by the end line (in journals of the older
+//     form, which have no end line: only followed by the exit). Any other
+//     diff line is forged and dropped.
+//   - The wrapper is the process the start line names, if its start time
+//     matches and it is not a zombie, or any process whose argv is this
+//     journal's wrapper (see aliveFn); it is gone when there is neither.
+//     A reused pid is not the wrapper; a rewritten start line cannot make
+//     a running wrapper look gone.
+//
+// Guaranteed: an agent that knows the nonce and writes anything to its
+// output — or rewrites the journal — while its wrapper runs cannot end its
+// run early, choose the exit code corral records, or add a diff; the
+// forged lines do not reach the caller.
+//
+// Not guaranteed:
+//   - the agent can signal its wrapper (same uid): one that SIGKILLs it and
+//     then appends a sentinel-shaped line with the nonce ends the run with
+//     the code it wrote. Closing that needs a wrapper the agent cannot
+//     signal (another uid or pid namespace).
+//   - an agent that can write its wrapper's memory (ptrace, /proc/PID/mem)
+//     controls what the wrapper writes.
+//   - a process of the run that outlives the wrapper and writes to the
+//     journal after the sentinel makes the sentinel not the last line: the
+//     run reads as lost (or, with the nonce, as whatever exit it wrote
+//     last). Nothing of the run may outlive the wrapper for the exit to be
+//     sure.
+//   - without /proc the wrapper is known by its pid alone, which may be
+//     reused.
 package journal
 
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"path"
@@ -55,7 +121,8 @@ func PathsFor(dir, runID string) (Paths, error) {
 }
 
 // NewNonce returns a fresh random nonce (32 hex digits). Keep it on the run
-// record: it is what tells a real exit sentinel from a forged one.
+// record: it marks the wrapper's own lines (see the package doc for what
+// it does and does not prove).
 func NewNonce() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
@@ -97,36 +164,87 @@ func ParseSentinel(line []byte, nonce string) (int, bool) {
 	return code, true
 }
 
+// StartRecord is what the journal's start line records about the wrapper.
+type StartRecord struct {
+	PID int
+	// StartTime is field 22 of the wrapper's /proc/PID/stat (clock ticks
+	// after boot), 0 where it could not be read.
+	StartTime uint64
+	// Current is false for a start line of the older form, without a start
+	// time; such journals have no end line.
+	Current bool
+}
+
 // ParseStart reports whether line is the journal's start line and returns
-// the wrapper's pid.
+// the wrapper's pid. It accepts both forms (see the package doc).
 func ParseStart(line []byte) (int, bool) {
+	st, ok := ParseStartLine(line)
+	return st.PID, ok
+}
+
+// ParseStartLine parses the journal's start line, in either form:
+// {"__start":PID,"__t":STARTTIME} or, in older journals, {"__start":PID}.
+func ParseStartLine(line []byte) (StartRecord, bool) {
 	var s struct {
-		Start *int `json:"__start"`
+		Start *int    `json:"__start"`
+		T     *uint64 `json:"__t"`
 	}
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 || line[0] != '{' || !bytes.HasPrefix(line, []byte(`{"__start":`)) {
-		return 0, false
+		return StartRecord{}, false
 	}
-	if err := json.Unmarshal(line, &s); err != nil || s.Start == nil {
-		return 0, false
+	if err := json.Unmarshal(line, &s); err != nil || s.Start == nil || *s.Start <= 0 {
+		return StartRecord{}, false
 	}
-	return *s.Start, true
+	st := StartRecord{PID: *s.Start}
+	if s.T != nil {
+		st.StartTime, st.Current = *s.T, true
+	}
+	return st, true
 }
 
-// FindExit scans data (the tail of a journal) from the end for this run's
-// exit sentinel; the wrapper writes the real one last.
+// EndLine returns the end line (with its newline) as the wrapper writes it
+// once the agent is gone. Tests and fakes use it.
+func EndLine(nonce string) []byte {
+	return []byte(`{"__end":"` + nonce + `"}` + "\n")
+}
+
+// ParseEnd reports whether line (without its newline) is this run's end
+// line.
+func ParseEnd(line []byte, nonce string) bool {
+	line = bytes.TrimSpace(line)
+	if nonce == "" || !bytes.HasPrefix(line, []byte(`{"__end":`)) {
+		return false
+	}
+	var e struct {
+		End *string `json:"__end"`
+	}
+	return json.Unmarshal(line, &e) == nil && e.End != nil && *e.End == nonce
+}
+
+// FindExit reports whether data (the tail of a journal) ends with this
+// run's exit sentinel as its last line, and returns the exit code. That is
+// necessary for the exit, not sufficient: the wrapper must also be gone
+// (see the package doc).
 func FindExit(data []byte, nonce string) (int, bool) {
-	lines := bytes.Split(data, []byte("\n"))
-	for i := len(lines) - 1; i >= 0; i-- {
-		if code, ok := ParseSentinel(lines[i], nonce); ok {
-			return code, true
-		}
+	if len(data) == 0 || data[len(data)-1] != '\n' {
+		return 0, false
 	}
-	return 0, false
+	last := data[:len(data)-1]
+	if i := bytes.LastIndexByte(last, '\n'); i >= 0 {
+		last = last[i+1:]
+	}
+	return ParseSentinel(last, nonce)
 }
 
-// ParseDiff reports whether line is this run's working-tree diff, written
-// by the wrapper after the agent exited, and returns the diff (a git patch,
+// DiffLine returns a diff line (with its newline) as the wrapper writes
+// it. Tests and fakes use it.
+func DiffLine(patch []byte, truncated bool, nonce string) []byte {
+	return []byte(`{"__diff":"` + base64.StdEncoding.EncodeToString(patch) + `","__truncated":` + strconv.FormatBool(truncated) + `,"__nonce":"` + nonce + `"}` + "\n")
+}
+
+// ParseDiff reports whether line has the form of this run's working-tree
+// diff line (where it counts is in the package doc), and returns the diff (a git patch,
 // cut at MaxDiff bytes) and whether it was cut.
 func ParseDiff(line []byte, nonce string) (diff []byte, truncated bool, ok bool) {
 	line = bytes.TrimSpace(line)

@@ -63,32 +63,32 @@ func Start(ctx context.Context, h sandbox.Handle, spec Spec) error {
 
 // Status is what Probe found.
 type Status struct {
-	Exists   bool // the journal file exists
-	Started  bool // the wrapper wrote its start line
-	Alive    bool // the wrapper process is running
-	Finished bool // the journal holds this run's exit sentinel
-	ExitCode int  // when Finished
+	Exists  bool // the journal file exists
+	Started bool // the wrapper wrote its start line
+	Alive   bool // the wrapper process is running
+	// Finished: the journal's last line is this run's exit sentinel and
+	// the wrapper is gone (a sentinel while the wrapper runs, or one with
+	// bytes after it, is not an exit: see the package doc).
+	Finished bool
+	ExitCode int // when Finished
 	Size     int64
 }
 
-// probeScript prints "<exists> <size> <alive>" on the first line, then the
-// base64 of the journal's last $2 bytes. $1 journal.
-const probeScript = `cq_j=$1
+// probeScript prints "<exists> <size> <alive>" on the first line — alive
+// is 1, 0 or "unstarted", read before the size — then the base64 of the
+// journal's last $2 bytes. $1 journal.
+const probeScript = aliveFn + `cq_j=$1
 if [ ! -f "$cq_j" ]; then echo "0 0 0"; exit 0; fi
-cq_s=$(wc -c <"$cq_j" | tr -d ' ')
-IFS= read -r cq_l <"$cq_j"
-cq_a=unstarted
-case "$cq_l" in
-'{"__start":'*)
-  cq_p=${cq_l#*:}; cq_p=${cq_p%\}}
-  if kill -0 "$cq_p" 2>/dev/null; then cq_a=1; else cq_a=0; fi ;;
-esac
-echo "1 $cq_s $cq_a"
+cj_alive "$cq_j"
+case $? in 0) cq_a=1 ;; 1) cq_a=0 ;; *) cq_a=unstarted ;; esac
+echo "1 $(cj_size "$cq_j") $cq_a"
 tail -c "$2" "$cq_j" | base64
 `
 
 // Probe reports whether a run's agent finished and with which code, from
-// the journal's tail, and whether its wrapper is still alive.
+// the journal's tail, and whether its wrapper is still alive. It applies
+// the reader's rule for the exit: the sentinel must be the journal's last
+// line and the wrapper gone.
 func Probe(ctx context.Context, h sandbox.Handle, p Paths, nonce string) (Status, error) {
 	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", probeScript, "corral-probe", p.Journal, "4096"}})
 	if err != nil {
@@ -110,7 +110,9 @@ func Probe(ctx context.Context, h sandbox.Handle, p Paths, nonce string) (Status
 	if err != nil {
 		return Status{}, sandbox.Wrap(sandbox.Internal, "journal.probe", p.Token, err)
 	}
-	st.ExitCode, st.Finished = FindExit(data, nonce)
+	if f[2] == "0" {
+		st.ExitCode, st.Finished = FindExit(data, nonce)
+	}
 	return st, nil
 }
 
@@ -118,14 +120,12 @@ func Probe(ctx context.Context, h sandbox.Handle, p Paths, nonce string) (Status
 // lives, but not the wrapper, so it still records the agent's exit:
 // SIGTERM first, then after $2 seconds freeze and SIGKILL whatever is left,
 // verified. $1 journal, $3 the run's token, $4 "own" when the sandbox has a
-// process table of its own. The wrapper is found by its argv, not by the
-// journal's start line, which the agent can rewrite.
+// process table of its own. The wrapper is found by cj_alive (aliveFn),
+// which a rewritten start line cannot fool.
 const killScript = `ck_j=$1 ck_grace=$2 ck_tok=$3 ck_own=$4
-` + scopeFns + `
-ck_hint=
-IFS= read -r ck_l 2>/dev/null <"$ck_j" && case $ck_l in '{"__start":'*) ck_hint=${ck_l#*:}; ck_hint=${ck_hint%%[!0-9]*} ;; esac
-ck_w=$(cs_wrapper "$ck_j" "$ck_hint")
-[ -n "$ck_w" ] || exit 0
+` + aliveFn + scopeFns + `
+cj_alive "$ck_j" || exit 0
+ck_w=$cj_wpid
 cs_stat /proc/$ck_w/stat || exit 0
 ck_t0=$cs_start
 ck_cg=

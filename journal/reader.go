@@ -36,15 +36,23 @@ func StrategyFor(caps sandbox.Capabilities) Strategy {
 	return Poll
 }
 
-// Line is one complete journal line.
+// Line is one journal line, or one piece of a line longer than
+// Reader.MaxLine.
+//
+// A line longer than MaxLine bytes (without its newline) is delivered as
+// pieces: pieces of exactly MaxLine bytes, cut at multiples of MaxLine from
+// the line's start, each with Partial true and End just past the piece,
+// then the rest of the line (1 to MaxLine bytes) with Partial false and End
+// just past the newline. The cuts do not depend on how the bytes arrived,
+// so a read resumed at any End cuts the rest of the line where the first
+// read did. A line of at most MaxLine bytes is one Line with Partial false.
 type Line struct {
 	Data []byte // without the newline
-	End  int64  // the absolute offset just past the newline: where to resume
-	// Partial is set when Data is a piece of a line longer than the
-	// reader's MaxLine: the line continues in the next Line.
+	End  int64  // the absolute offset just past the newline (or the piece): where to resume
+	// Partial is true on every piece of a long line but its last.
 	Partial bool
 	// Diff is set (and Data empty) on the wrapper's working-tree diff line,
-	// which comes after the agent's last line and before the exit.
+	// which is delivered just before the exit (see the package doc).
 	Diff *Diff
 }
 
@@ -76,13 +84,21 @@ type Reader struct {
 	Nonce  string
 	// Strategy defaults to StrategyFor(Handle.Capabilities()).
 	Strategy Strategy
-	// PollInterval is the pause between poll reads. Default 250ms.
+	// PollInterval is the pause between poll reads once a poll has caught
+	// up. Default 250ms.
 	PollInterval time.Duration
 	// FirstByteTimeout bounds the wait for the journal's first byte when
 	// reading from offset 0. Default 10s; negative disables it.
 	FirstByteTimeout time.Duration
-	// MaxPollBytes bounds one poll read. Default 4 MiB.
+	// MaxPollBytes bounds one poll read; a poll that is behind reads on,
+	// chunk after chunk, until it has caught up. Default 4 MiB.
 	MaxPollBytes int
+	// MaxLine bounds a delivered line: longer lines come in pieces (see
+	// Line). Default DefaultMaxLine (1 MiB); values under 256 are raised to
+	// 256. The reader's memory is bounded by MaxLine (or a diff line, which
+	// is held whole up to 1.4 MiB) plus its chunk buffers, whatever the
+	// line length.
+	MaxLine int
 }
 
 func (r *Reader) defaults() {
@@ -98,92 +114,109 @@ func (r *Reader) defaults() {
 	if r.MaxPollBytes <= 0 {
 		r.MaxPollBytes = 4 << 20
 	}
+	if r.MaxLine <= 0 {
+		r.MaxLine = DefaultMaxLine
+	}
 }
 
-// Read delivers every complete line after byte offset from to fn, in order,
-// until the exit sentinel, and returns the exit. The journal's start line is
-// not delivered. Read returns ctx's error when ctx ends first, ErrStalled or
-// ErrLost as documented, or fn's error. The follower process is always
-// killed before Read returns.
+// Read delivers every line after byte offset from to fn, in order, until
+// the exit, and returns the exit. Every byte the agent wrote reaches fn,
+// whatever the rate and the line length (long lines in pieces, see Line).
+// The journal's start line and the wrapper's own lines are not delivered,
+// except the diff line that counts, just before the exit; how the exit is
+// told from a forged one is in the package doc. Read returns ctx's error
+// when ctx ends first, ErrStalled or ErrLost as documented, or fn's error.
+// The follower process is always killed before Read returns; a follower
+// that ends early (killed by the agent, say) is replaced, by polling if it
+// keeps ending, from the offset reached.
 func (r *Reader) Read(ctx context.Context, from int64, fn func(Line) error) (Exit, error) {
 	r.defaults()
 	if from < 0 {
 		return Exit{}, sandbox.Errorf(sandbox.InvalidArgument, "journal.read", r.Paths.Token, "negative offset %d", from)
 	}
-	st := &readState{r: r, fn: fn, pos: from, pid: -1}
+	s := &readState{r: r, f: newFramer(from, r.MaxLine, r.Nonce, fn), from: from, started: time.Now()}
+	var x *Exit
+	var err error
 	if r.Strategy == Follow {
-		return st.follow(ctx)
+		x, err = s.follow(ctx)
+	} else {
+		x, err = s.pollLoop(ctx, false)
 	}
-	return st.poll(ctx)
+	if err != nil {
+		return Exit{}, err
+	}
+	return *x, nil
 }
+
+// maxFollowerRestarts bounds how often a read replaces a follower that
+// ended while the wrapper ran; after that it polls.
+const maxFollowerRestarts = 8
 
 type readState struct {
 	r       *Reader
-	fn      func(Line) error
-	pos     int64 // offset of the first byte not yet framed into a line
-	partial []byte
-	pid     int // the wrapper's pid, once the start line was seen
-	gotByte bool
-	exit    *Exit
+	f       *framer
+	from    int64
+	started time.Time
 }
 
-// feed frames bytes into lines and delivers them; it stops at the sentinel.
-func (s *readState) feed(b []byte) error {
-	if len(b) > 0 {
-		s.gotByte = true
+// header is what a poll found: the wrapper's state, read first, then the
+// journal's size, then whether the journal has the current form.
+type header struct {
+	state   string // "missing", "unstarted", "alive" or "gone"
+	size    int64
+	current bool
+}
+
+func (s *readState) canceled(ctx context.Context) error {
+	return sandbox.Wrap(sandbox.Canceled, "journal.read", s.r.Paths.Token, ctx.Err())
+}
+
+func (s *readState) stalled() error {
+	r := s.r
+	if !s.f.gotByte && s.from == 0 && r.FirstByteTimeout > 0 && time.Since(s.started) > r.FirstByteTimeout {
+		return sandbox.Wrap(sandbox.DeadlineExceeded, "journal.read", r.Paths.Token, ErrStalled)
 	}
-	s.partial = append(s.partial, b...)
-	for s.exit == nil {
-		i := bytes.IndexByte(s.partial, '\n')
-		if i < 0 {
-			break
-		}
-		line := s.partial[:i]
-		start := s.pos
-		s.pos += int64(i + 1)
-		rest := s.partial[i+1:]
-		if code, ok := ParseSentinel(line, s.r.Nonce); ok {
-			s.exit = &Exit{Code: code, End: s.pos}
-			s.partial = nil
-			return nil
-		}
-		if start == 0 {
-			if pid, ok := ParseStart(line); ok {
-				s.pid = pid
-				s.partial = rest
-				continue
-			}
-		}
-		l := Line{Data: bytes.Clone(line), End: s.pos}
-		if patch, cut, ok := ParseDiff(line, s.r.Nonce); ok {
-			l = Line{End: s.pos, Diff: &Diff{Patch: patch, Truncated: cut}}
-		}
-		if err := s.fn(l); err != nil {
-			return err
-		}
-		s.partial = rest
-	}
-	// Keep an unterminated tail for the next chunk; compact the buffer.
-	s.partial = append([]byte(nil), s.partial...)
 	return nil
 }
 
+// settle decides from a poll's header: the exit, ErrLost, or neither yet.
+func (s *readState) settle(h header) (*Exit, error) {
+	gone := h.state == "gone"
+	x, err := s.f.decide(gone, h.size, h.current)
+	if x != nil || err != nil {
+		return x, err
+	}
+	if gone && s.f.next() >= h.size {
+		return nil, sandbox.Wrap(sandbox.FailedPrecondition, "journal.read", s.r.Paths.Token, ErrLost)
+	}
+	return nil, nil
+}
+
 // followScript streams the journal from an offset. It creates the journal
-// (without truncating) so tail cannot exit on a missing file, and a
-// watchdog ends the follower once the wrapper is gone, so a follower whose
-// reader died does not run for ever. $1 journal, $2 offset+1.
-const followScript = `cf_j=$1
+// (without truncating) so tail cannot exit on a missing file. A watchdog
+// ends the follower once it can have nothing more to send: the wrapper is
+// gone, the journal stopped growing and tail has read it to its end (where
+// /proc/PID/fdinfo tells tail's offset), or after 10 minutes of a gone
+// wrapper whatever tail's offset (its reader is stuck or dead), or after
+// 10 minutes without a start line. Whatever it did not send, the reader
+// polls. $1 journal, $2 offset+1.
+const followScript = aliveFn + `cf_j=$1
 mkdir -p "${cf_j%/*}" 2>/dev/null; : >>"$cf_j" 2>/dev/null
 tail -c "+$2" -f "$cf_j" 2>/dev/null &
 cf_t=$!
 (
-  cf_n=0
+  cf_n=0 cf_g=0 cf_last=-1
   while kill -0 "$cf_t" 2>/dev/null; do
-    IFS= read -r cf_l 2>/dev/null <"$cf_j"
-    case "$cf_l" in
-    '{"__start":'*)
-      cf_p=${cf_l#*:}; cf_p=${cf_p%\}}
-      if ! kill -0 "$cf_p" 2>/dev/null; then sleep 2; kill "$cf_t" 2>/dev/null; exit 0; fi ;;
+    cj_alive "$cf_j"
+    case $? in
+    0) cf_n=0 cf_g=0 cf_last=-1 ;;
+    1)
+      cf_s=$(cj_size "$cf_j")
+      cf_p=$(cj_readpos "$cf_t" "$cf_j")
+      cf_g=$((cf_g+1))
+      if [ "$cf_s" = "$cf_last" ] && { [ -z "$cf_p" ] || [ "$cf_p" -ge "$cf_s" ]; }; then kill "$cf_t" 2>/dev/null; exit 0; fi
+      [ "$cf_g" -gt 600 ] && { kill "$cf_t" 2>/dev/null; exit 0; }
+      cf_last=$cf_s ;;
     *) cf_n=$((cf_n+1)); [ "$cf_n" -gt 600 ] && { kill "$cf_t" 2>/dev/null; exit 0; } ;;
     esac
     sleep 1
@@ -192,13 +225,45 @@ cf_t=$!
 wait "$cf_t"
 `
 
-func (s *readState) follow(ctx context.Context) (Exit, error) {
+// chunkSize is the follower's read size.
+const chunkSize = 256 << 10
+
+type chunk struct {
+	b   []byte
+	err error
+}
+
+// follow streams the journal, replacing a follower that ends before the
+// exit: by a catch-up poll, then a new follower while the wrapper runs.
+func (s *readState) follow(ctx context.Context) (*Exit, error) {
+	for restarts := 0; ; restarts++ {
+		x, err := s.followOnce(ctx)
+		if x != nil || err != nil {
+			return x, err
+		}
+		// The follower ended (its watchdog saw the wrapper go, someone
+		// killed it, or the sandbox went away): poll on from the offset
+		// reached, in bounded chunks, until the exit or the wrapper's
+		// loss; or, while the wrapper runs, until caught up.
+		x, err = s.pollLoop(ctx, restarts < maxFollowerRestarts)
+		if x != nil || err != nil {
+			return x, err
+		}
+	}
+}
+
+// followOnce runs one follower until the exit or the follower's end
+// (nil, nil).
+func (s *readState) followOnce(ctx context.Context) (*Exit, error) {
 	r := s.r
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pr, err := r.Handle.Spawn(fctx, sandbox.Command{Args: []string{"sh", "-c", followScript, "corral-follow", r.Paths.Journal, strconv.FormatInt(s.pos+1, 10)}})
+	pr, err := r.Handle.Spawn(fctx, sandbox.Command{Args: []string{"sh", "-c", followScript, "corral-follow", r.Paths.Journal, strconv.FormatInt(s.f.next()+1, 10)}})
 	if err != nil {
-		return Exit{}, err
+		if ctx.Err() != nil {
+			return nil, s.canceled(ctx)
+		}
+		return nil, err
 	}
 	defer func() {
 		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -207,14 +272,19 @@ func (s *readState) follow(ctx context.Context) (Exit, error) {
 	}()
 	go func() { _, _ = io.Copy(io.Discard, pr.Stderr()) }()
 
-	type chunk struct {
-		b   []byte
-		err error
+	free := make(chan []byte, 4)
+	for range cap(free) {
+		free <- make([]byte, chunkSize)
 	}
-	chunks := make(chan chunk, 16)
+	chunks := make(chan chunk, cap(free))
 	go func() {
 		for {
-			buf := make([]byte, 64*1024)
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-fctx.Done():
+				return
+			}
 			n, err := pr.Stdout().Read(buf)
 			select {
 			case chunks <- chunk{buf[:n], err}:
@@ -227,118 +297,136 @@ func (s *readState) follow(ctx context.Context) (Exit, error) {
 		}
 	}()
 	var firstByte <-chan time.Time
-	if s.pos == 0 && r.FirstByteTimeout > 0 {
-		t := time.NewTimer(r.FirstByteTimeout)
+	if s.from == 0 && !s.f.gotByte && r.FirstByteTimeout > 0 {
+		t := time.NewTimer(r.FirstByteTimeout - time.Since(s.started))
 		defer t.Stop()
 		firstByte = t.C
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return Exit{}, sandbox.Wrap(sandbox.Canceled, "journal.read", r.Paths.Token, ctx.Err())
-		case <-firstByte:
-			if !s.gotByte {
-				return Exit{}, sandbox.Wrap(sandbox.DeadlineExceeded, "journal.read", r.Paths.Token, ErrStalled)
-			}
-		case c := <-chunks:
-			if err := s.feed(c.b); err != nil {
-				return Exit{}, err
-			}
-			if s.exit != nil {
-				return *s.exit, nil
-			}
-			if c.err != nil {
-				// The follower ended (its watchdog saw the wrapper go, or
-				// the sandbox went away). Whatever was written last is
-				// read by one bounded poll.
-				return s.finalPoll(ctx)
-			}
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	defer recheck.Stop()
+	var lastCheck time.Time
+	// check looks at the wrapper when the journal, as received, ends with
+	// a sentinel: the exit if the wrapper is gone, else a look again later
+	// unless more bytes are on their way.
+	check := func() (*Exit, error) {
+		if !s.f.exitAtEnd() {
+			return nil, nil
 		}
-	}
-}
-
-// finalPoll reads what is left once and fails with ErrLost without a
-// sentinel.
-func (s *readState) finalPoll(ctx context.Context) (Exit, error) {
-	data, _, _, err := s.pollOnce(ctx)
-	if err != nil {
-		return Exit{}, err
-	}
-	if err := s.feed(data); err != nil {
-		return Exit{}, err
-	}
-	if s.exit != nil {
-		return *s.exit, nil
-	}
-	return Exit{}, sandbox.Wrap(sandbox.FailedPrecondition, "journal.read", s.r.Paths.Token, ErrLost)
-}
-
-// pollScript prints the journal's bytes after an offset (bounded) as
-// base64, then on stderr whether the journal exists and whether the
-// wrapper is alive. $1 journal, $2 offset+1, $3 max bytes.
-const pollScript = `cp_j=$1
-if [ ! -f "$cp_j" ]; then echo missing >&2; exit 0; fi
-tail -c "+$2" "$cp_j" 2>/dev/null | head -c "$3" | base64
-IFS= read -r cp_l <"$cp_j"
-case "$cp_l" in
-'{"__start":'*)
-  cp_p=${cp_l#*:}; cp_p=${cp_p%\}}
-  if kill -0 "$cp_p" 2>/dev/null; then echo alive >&2; else echo gone >&2; fi ;;
-*) echo unstarted >&2 ;;
-esac
-`
-
-// pollOnce reads new bytes; state is "missing", "unstarted", "alive" or
-// "gone".
-func (s *readState) pollOnce(ctx context.Context) (data []byte, state string, more bool, err error) {
-	r := s.r
-	off := s.pos + int64(len(s.partial))
-	res, err := r.Handle.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", pollScript, "corral-poll", r.Paths.Journal, strconv.FormatInt(off+1, 10), strconv.Itoa(r.MaxPollBytes)}})
-	if err != nil {
-		return nil, "", false, err
-	}
-	if res.ExitCode != 0 {
-		return nil, "", false, sandbox.Errorf(sandbox.Internal, "journal.poll", r.Paths.Token, "poll exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	data, err = decodeBase64(res.Stdout)
-	if err != nil {
-		return nil, "", false, sandbox.Wrap(sandbox.Internal, "journal.poll", r.Paths.Token, err)
-	}
-	return data, strings.TrimSpace(string(res.Stderr)), len(data) >= r.MaxPollBytes, nil
-}
-
-func (s *readState) poll(ctx context.Context) (Exit, error) {
-	r := s.r
-	started := time.Now()
-	for {
-		data, state, more, err := s.pollOnce(ctx)
+		if wait := r.PollInterval - time.Since(lastCheck); wait > 0 {
+			recheck.Reset(wait)
+			return nil, nil
+		}
+		lastCheck = time.Now()
+		h, _, err := s.pollOnce(ctx, 0)
 		if err != nil {
 			if ctx.Err() != nil {
-				return Exit{}, sandbox.Wrap(sandbox.Canceled, "journal.read", r.Paths.Token, ctx.Err())
+				return nil, s.canceled(ctx)
 			}
-			return Exit{}, err
+			return nil, err
 		}
-		if err := s.feed(data); err != nil {
-			return Exit{}, err
+		x, err := s.f.decide(h.state == "gone", h.size, h.current)
+		if x == nil && err == nil && h.size <= s.f.next() {
+			recheck.Reset(r.PollInterval)
 		}
-		if s.exit != nil {
-			return *s.exit, nil
+		return x, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, s.canceled(ctx)
+		case <-firstByte:
+			if !s.f.gotByte {
+				return nil, sandbox.Wrap(sandbox.DeadlineExceeded, "journal.read", r.Paths.Token, ErrStalled)
+			}
+		case c := <-chunks:
+			err := s.f.feed(c.b)
+			free <- c.b[:cap(c.b)]
+			if err != nil {
+				return nil, err
+			}
+			if c.err != nil {
+				return nil, nil
+			}
+			if x, err := check(); x != nil || err != nil {
+				return x, err
+			}
+		case <-recheck.C:
+			if x, err := check(); x != nil || err != nil {
+				return x, err
+			}
 		}
-		if more {
-			continue
+	}
+}
+
+// pollScript prints a header line "<state> <size> <current>" — the
+// wrapper's state (missing, unstarted, alive, gone), read first, then the
+// journal's size, then 1 when the start line has the current form — then
+// the base64 of at most $3 of the journal's bytes after an offset. $1
+// journal, $2 offset+1, $3 max bytes.
+const pollScript = aliveFn + `cp_j=$1
+if [ ! -f "$cp_j" ]; then echo "missing 0 0"; exit 0; fi
+cj_alive "$cp_j"
+case $? in 0) cp_a=alive ;; 1) cp_a=gone ;; *) cp_a=unstarted ;; esac
+echo "$cp_a $(cj_size "$cp_j") ${cj_wnew:-0}"
+if [ "$3" -gt 0 ]; then tail -c "+$2" "$cp_j" 2>/dev/null | head -c "$3" | base64; fi
+exit 0
+`
+
+// pollOnce reads the header and up to max new bytes.
+func (s *readState) pollOnce(ctx context.Context, max int) (header, []byte, error) {
+	r := s.r
+	res, err := r.Handle.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", pollScript, "corral-poll", r.Paths.Journal, strconv.FormatInt(s.f.next()+1, 10), strconv.Itoa(max)}})
+	if err != nil {
+		return header{}, nil, err
+	}
+	head, body, _ := bytes.Cut(res.Stdout, []byte("\n"))
+	f := strings.Fields(string(head))
+	if res.ExitCode != 0 || len(f) != 3 {
+		return header{}, nil, sandbox.Errorf(sandbox.Internal, "journal.poll", r.Paths.Token, "poll exited %d: %q %s", res.ExitCode, head, strings.TrimSpace(string(res.Stderr)))
+	}
+	h := header{state: f[0], current: f[2] == "1"}
+	if h.size, err = strconv.ParseInt(f[1], 10, 64); err != nil {
+		return header{}, nil, sandbox.Errorf(sandbox.Internal, "journal.poll", r.Paths.Token, "poll header %q", head)
+	}
+	data, err := decodeBase64(body)
+	if err != nil {
+		return header{}, nil, sandbox.Wrap(sandbox.Internal, "journal.poll", r.Paths.Token, err)
+	}
+	return h, data, nil
+}
+
+// pollLoop polls in bounded chunks until the exit or the wrapper's loss;
+// with untilCaughtUp, it returns (nil, nil) once it has read every byte
+// while the wrapper runs.
+func (s *readState) pollLoop(ctx context.Context, untilCaughtUp bool) (*Exit, error) {
+	r := s.r
+	for {
+		h, data, err := s.pollOnce(ctx, r.MaxPollBytes)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, s.canceled(ctx)
+			}
+			return nil, err
 		}
-		if state == "gone" && len(data) == 0 {
-			// The wrapper may have written its sentinel and exited between
-			// the read and the liveness check: read once more, now that it
-			// is surely gone.
-			return s.finalPoll(ctx)
+		if err := s.f.feed(data); err != nil {
+			return nil, err
 		}
-		if !s.gotByte && s.pos == 0 && r.FirstByteTimeout > 0 && time.Since(started) > r.FirstByteTimeout {
-			return Exit{}, sandbox.Wrap(sandbox.DeadlineExceeded, "journal.read", r.Paths.Token, ErrStalled)
+		if x, err := s.settle(h); x != nil || err != nil {
+			return x, err
+		}
+		if len(data) > 0 && s.f.next() < h.size {
+			continue // behind: read on at once
+		}
+		if untilCaughtUp && h.state == "alive" {
+			return nil, nil
+		}
+		if err := s.stalled(); err != nil {
+			return nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return Exit{}, sandbox.Wrap(sandbox.Canceled, "journal.read", r.Paths.Token, ctx.Err())
+			return nil, s.canceled(ctx)
 		case <-time.After(r.PollInterval):
 		}
 	}

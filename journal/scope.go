@@ -40,11 +40,8 @@ const RunMarkerEnv = "CORRAL_RUN"
 //
 //	cs_v2root          the first cgroup v2 mount (empty when none)
 //	cs_cgof PID        the cgroup v2 path of PID ("/" for the root)
-//	cs_wrapper J [PID] the pid of the live wrapper of journal J, found by
-//	                   its argv (which the agent cannot rewrite short of
-//	                   controlling the wrapper), trying PID first (the
-//	                   journal's start line: a hint only, since the agent
-//	                   can rewrite the journal); empty when none
+//	cs_stat FILE       parse /proc/PID/stat into cs_pid, cs_st, cs_pp,
+//	                   cs_pg, cs_sid, cs_start (built-ins only)
 //	cs_kill TOK CG OWN T0 SEED GRACE
 //	                   kill the scope of run TOK: cgroup dir CG (or ""),
 //	                   OWN "own" when the sandbox has its own process table,
@@ -64,23 +61,6 @@ cs_cgof() {
   while IFS= read -r cs_l; do
     case $cs_l in 0::*) echo "${cs_l#0::}"; return 0 ;; esac
   done </proc/$1/cgroup 2>/dev/null
-  return 0
-}
-cs_isw() {
-  tr '\n\000' '\001\n' <"/proc/$1/cmdline" 2>/dev/null | {
-    IFS= read -r cs_0; IFS= read -r cs_1; IFS= read -r cs_2; IFS= read -r cs_3; IFS= read -r cs_4; IFS= read -r cs_5
-    [ "$cs_3" = corral-journal ] && [ "$cs_5" = "$2" ]
-  }
-}
-cs_wrapper() {
-  if [ -n "$2" ] && cs_stat "/proc/$2/stat" && [ "$cs_st" != Z ] && cs_isw "$2" "$1"; then echo "$2"; return 0; fi
-  for cs_s in /proc/[0-9]*/stat; do
-    IFS= read -r cs_line 2>/dev/null <"$cs_s" || continue
-    case $cs_line in *" (sh) "[!ZX]*) ;; *) continue ;; esac
-    cs_p=${cs_line%% *}
-    [ "$cs_p" = "$2" ] && continue
-    cs_isw "$cs_p" "$1" && { echo "$cs_p"; return 0; }
-  done
   return 0
 }
 cs_stat() {

@@ -21,6 +21,16 @@ type Harness struct {
 	Provider sandbox.Provider
 	// Options, when set, returns the options for each fresh sandbox.
 	Options func(t *testing.T) sandbox.CreateOptions
+	// FloodBytes is how much the flood test writes as fast as it can.
+	// Default 64 MiB.
+	FloodBytes int64
+}
+
+func (h Harness) floodBytes() int64 {
+	if h.FloodBytes > 0 {
+		return h.FloodBytes
+	}
+	return 64 << 20
 }
 
 // Run runs the suite as subtests of t, for every strategy the provider can
@@ -42,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Stdin", s.testStdin)
 	t.Run("WorkingTreeDiff", s.testDiff)
 	t.Run("Scope", s.scopeCases)
+	t.Run("ForgedDiffInGitTree", s.testForgedDiffInGitTree)
 	for _, st := range strategies {
 		t.Run(string(st), func(t *testing.T) {
 			t.Run("LinesAndExit", func(t *testing.T) { s.testLinesAndExit(t, st) })
@@ -51,6 +62,14 @@ func Run(t *testing.T, h Harness) {
 			t.Run("FirstByteDeadline", func(t *testing.T) { s.testStalled(t, st) })
 			t.Run("AgentLost", func(t *testing.T) { s.testLost(t, st) })
 			t.Run("ReaderCancelLeavesAgent", func(t *testing.T) { s.testReaderCancel(t, st) })
+			t.Run("ForgedWithNonce", func(t *testing.T) { s.testForgedWithNonce(t, st) })
+			t.Run("NULAtEnd", func(t *testing.T) { s.testNULAtEnd(t, st) })
+			t.Run("Flood", func(t *testing.T) { s.testFlood(t, st) })
+			t.Run("LongLine", func(t *testing.T) { s.testLongLine(t, st, 50_000_000, 'a', 0) })
+			t.Run("LongNULLine", func(t *testing.T) { s.testLongLine(t, st, 20_000_000, 0, 4) })
+			t.Run("FollowerShellKilled", func(t *testing.T) { s.testFollowerKilled(t, st, "shell") })
+			t.Run("FollowerTailKilled", func(t *testing.T) { s.testFollowerKilled(t, st, "tail") })
+			t.Run("FollowerKilled", func(t *testing.T) { s.testFollowerKilled(t, st, "shell and tail") })
 		})
 	}
 }
@@ -241,7 +260,7 @@ func (s *suite) testLost(t *testing.T, st journal.Strategy) {
 	// agent goes with the sandbox.)
 	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `
 		while ! grep -q started "$1" 2>/dev/null; do sleep 0.05; done
-		IFS= read -r l <"$1"; p=${l#*:}; p=${p%\}}
+		IFS= read -r l <"$1"; p=${l#*:}; p=${p%%[!0-9]*}
 		kill -9 "$p"`, "sh", p.Journal}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("killing the wrapper: %v %+v", err, res)

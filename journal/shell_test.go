@@ -1,0 +1,159 @@
+package journal
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// shells are the POSIX shells the snippets must work in: the host's sh,
+// dash, and BusyBox sh (the Docker test image's), where installed.
+func shells(t *testing.T) [][]string {
+	t.Helper()
+	var out [][]string
+	for _, sh := range [][]string{{"sh"}, {"dash"}, {"busybox", "sh"}} {
+		if _, err := exec.LookPath(sh[0]); err == nil {
+			out = append(out, sh)
+		}
+	}
+	if len(out) == 0 {
+		t.Skip("no POSIX shell")
+	}
+	return out
+}
+
+func runSnippet(t *testing.T, sh []string, script string, args ...string) string {
+	t.Helper()
+	argv := append(append(append([]string{}, sh[1:]...), "-c", script, "snippet"), args...)
+	out, err := exec.Command(sh[0], argv...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v: %s", sh, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func startTime(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	return f[19]
+}
+
+func background(t *testing.T, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	c := exec.Command(name, args...)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	return c
+}
+
+// TestAliveFn: the wrapper is alive only as the process its start line
+// names (same pid, same start time, not a zombie) or as a process running
+// its argv; a reused pid, a zombie or a rewritten start line do not fool
+// it.
+func TestAliveFn(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	dir := t.TempDir()
+	j := filepath.Join(dir, "run.ndjson")
+	write := func(s string) {
+		if err := os.WriteFile(j, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := background(t, "sleep", "300")
+	lp := live.Process.Pid
+	lt := startTime(t, lp)
+	// A zombie: a child its parent never reaps.
+	z := exec.Command("sh", "-c", `sleep 0 & echo $!; exec sleep 300`)
+	zout, _ := z.StdoutPipe()
+	if err := z.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = z.Process.Kill(); _ = z.Wait() })
+	line, _ := bufio.NewReader(zout).ReadString('\n')
+	zp, _ := strconv.Atoi(strings.TrimSpace(line))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", zp))
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && b[i+2] == 'Z' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no zombie: %q", b)
+		}
+	}
+	dead := exec.Command("true")
+	_ = dead.Run()
+	dp := dead.Process.Pid
+
+	script := aliveFn + `cj_alive "$1"; echo "$? $cj_wpid $cj_wnew"`
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			for _, tt := range []struct {
+				name, journal, want string
+			}{
+				{"live, start time matches", fmt.Sprintf(`{"__start":%d,"__t":%s}`+"\nx\n", lp, lt), fmt.Sprintf("0 %d 1", lp)},
+				{"reused pid: start time differs", fmt.Sprintf(`{"__start":%d,"__t":%s1}`+"\n", lp, lt), "1  1"},
+				{"zombie", fmt.Sprintf(`{"__start":%d,"__t":%s}`+"\n", zp, startTime(t, zp)), "1  1"},
+				{"no such pid", fmt.Sprintf(`{"__start":%d,"__t":1}`+"\n", dp), "1  1"},
+				{"old form, live", fmt.Sprintf(`{"__start":%d}`+"\n", lp), fmt.Sprintf("0 %d", lp)},
+				{"old form, gone", fmt.Sprintf(`{"__start":%d}`+"\n", dp), "1"},
+				{"empty", "", "2"},
+				{"no start line", "hello\n", "1"},
+			} {
+				write(tt.journal)
+				if got := runSnippet(t, sh, script, j); got != tt.want {
+					t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+				}
+			}
+			if got := runSnippet(t, sh, script, j+".missing"); got != "2" {
+				t.Errorf("missing journal: %q", got)
+			}
+			// A start line rewritten to name a dead pid: the process running
+			// this journal's wrapper argv is still found.
+			w := background(t, "sh", "-c", "while :; do sleep 1; done", "corral-journal", dir, j, "", "", "stdin", "")
+			write(fmt.Sprintf(`{"__start":%d,"__t":1}`+"\n", dp))
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				// Until the child has exec'd sh, its argv is the test's.
+				got := runSnippet(t, sh, script, j)
+				if got == fmt.Sprintf("0 %d 1", w.Process.Pid) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("rewritten start line: got %q, want the wrapper %d found by its argv", got, w.Process.Pid)
+				}
+			}
+		})
+	}
+}
+
+// TestSizeAndReadPos: cj_size reads a size without reading the file, and
+// cj_readpos a descriptor's offset.
+func TestSizeAndReadPos(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fdinfo"); err != nil {
+		t.Skip("no /proc")
+	}
+	f := filepath.Join(t.TempDir(), "j")
+	if err := os.WriteFile(f, []byte("0123456789\nabc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range shells(t) {
+		got := runSnippet(t, sh, aliveFn+`cj_size "$1"; cj_size "$1.none"; exec 3<"$1"; read -r x <&3; cj_readpos $$ "$1"`, f)
+		if got != "15\n0\n11" {
+			t.Errorf("%v: %q", sh, got)
+		}
+	}
+}

@@ -263,6 +263,11 @@ func (s *readState) followOnce(ctx context.Context) (*Exit, error) {
 		if ctx.Err() != nil {
 			return nil, s.canceled(ctx)
 		}
+		if transient(err) {
+			// The sandbox could not start a follower (out of processes
+			// under a fork bomb, a busy engine): poll instead.
+			return nil, nil
+		}
 		return nil, err
 	}
 	defer func() {
@@ -401,14 +406,29 @@ func (s *readState) pollOnce(ctx context.Context, max int) (header, []byte, erro
 // while the wrapper runs.
 func (s *readState) pollLoop(ctx context.Context, untilCaughtUp bool) (*Exit, error) {
 	r := s.r
+	fails := 0
 	for {
 		h, data, err := s.pollOnce(ctx, r.MaxPollBytes)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, s.canceled(ctx)
 			}
-			return nil, err
+			// A poll can fail for a while without anything being wrong
+			// with the run: the agent's fork bomb took every process slot
+			// until the wrapper's cleanup, or the engine is overloaded.
+			// Retry with a growing pause; a gone sandbox is final.
+			if !transient(err) || fails >= maxPollFailures {
+				return nil, err
+			}
+			fails++
+			select {
+			case <-ctx.Done():
+				return nil, s.canceled(ctx)
+			case <-time.After(min(r.PollInterval<<min(fails, 4), 2*time.Second)):
+			}
+			continue
 		}
+		fails = 0
 		if err := s.f.feed(data); err != nil {
 			return nil, err
 		}
@@ -430,6 +450,20 @@ func (s *readState) pollLoop(ctx context.Context, untilCaughtUp bool) (*Exit, er
 		case <-time.After(r.PollInterval):
 		}
 	}
+}
+
+// maxPollFailures bounds the consecutive failed polls a read retries
+// (about half a minute with the default interval).
+const maxPollFailures = 20
+
+// transient reports an error of an exec that may work when tried again:
+// not a gone sandbox, a bad argument or a cancelled caller.
+func transient(err error) bool {
+	switch sandbox.CodeOf(err) {
+	case sandbox.Internal, sandbox.Unavailable, sandbox.Unknown, sandbox.ResourceExhausted:
+		return true
+	}
+	return false
 }
 
 // decodeBase64 decodes base64 that may be wrapped at any column (BusyBox

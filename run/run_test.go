@@ -221,9 +221,7 @@ func TestCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := collect(t, r, c, rec.ID, 0, false)
-	if took := time.Since(begin); took > 5*time.Second {
-		t.Errorf("cancel took %v", took)
-	}
+	t.Logf("cancel took %v", time.Since(begin)) // a figure, not a verdict
 	last := evs[len(evs)-1]
 	if last.Type != event.RunError || last.Code != "cancelled" {
 		t.Errorf("last event %+v", last)
@@ -400,11 +398,14 @@ func TestReaperSweepsJournals(t *testing.T) {
 	if err := journal.Start(c, h, journal.Spec{Paths: p, Nonce: done.JournalNonce, Agent: sandbox.Command{Args: []string{"true"}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFile := time.Now().Add(10 * time.Second)
+	waitFile := time.Now().Add(2 * time.Minute) // a hang guard
 	for {
 		st, _ := journal.Probe(c, h, p, done.JournalNonce)
-		if st.Finished || time.Now().After(waitFile) {
+		if st.Finished {
 			break
+		}
+		if time.Now().After(waitFile) {
+			t.Fatal("the journal of the finished run never showed its exit")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -58,7 +58,7 @@ func TestApprovalInBrowser(t *testing.T) {
 	e := newEnv(t, envOptions{Extra: []harness.Harness{asker{}}, Tokens: map[string]string{pageToken: ""}})
 	ctx, _ := newBrowser(t)
 	openWithToken(t, ctx, e.URL+"/?token="+pageToken, pageToken)
-	if err := waitJS(ctx, `document.querySelectorAll('#harness option').length === 2`, 10*time.Second); err != nil {
+	if err := waitJS(ctx, `document.querySelectorAll('#harness option').length === 2`, time.Minute); err != nil {
 		t.Fatalf("the form's choices did not load: %v", err)
 	}
 	if err := chromedp.Do(ctx,
@@ -68,7 +68,7 @@ func TestApprovalInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitJS(ctx, `!!document.querySelector('#out .approval button')`, 15*time.Second); err != nil {
+	if err := waitJS(ctx, `!!document.querySelector('#out .approval button')`, time.Minute); err != nil {
 		t.Fatalf("no approval shown: %v", err)
 	}
 	first, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash.slice(5)`))
@@ -78,13 +78,13 @@ func TestApprovalInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#out .approval button`))); err != nil { // Allow
 		t.Fatal(err)
 	}
-	if err := waitJS(ctx, `!document.getElementById('answer').hidden && document.getElementById('thread').value !== ''`, 10*time.Second); err != nil {
+	if err := waitJS(ctx, `!document.getElementById('answer').hidden && document.getElementById('thread').value !== ''`, time.Minute); err != nil {
 		t.Fatalf("Allow did not prepare the next run: %v", err)
 	}
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("startbtn"))); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitJS(ctx, `/ALLOWED local:command:deploy prod/.test(document.getElementById('out').textContent)`, 15*time.Second); err != nil {
+	if err := waitJS(ctx, `/ALLOWED local:command:deploy prod/.test(document.getElementById('out').textContent)`, time.Minute); err != nil {
 		t.Fatalf("the next run did not get the answer: %v", err)
 	}
 	second, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash.slice(5)`))

@@ -154,7 +154,7 @@ func TestCrossSitePageInBrowser(t *testing.T) {
 		page.html = attackPage(e.URL, marker(ph.name))
 		page.mu.Unlock()
 		navigate(t, ctx, ph.pageURL)
-		if err := waitJS(ctx, `window.fired === true`, 15*time.Second); err != nil {
+		if err := waitJS(ctx, `window.fired === true`, time.Minute); err != nil {
 			t.Fatalf("%s: the attack page did not run: %v", ph.name, err)
 		}
 		// Forms and beacons go out after fired; wait (bounded) for all of

@@ -34,6 +34,10 @@ const chromiumPath = "/usr/bin/chromium"
 // browserPrompt prints 40 lines over about four seconds.
 const browserPrompt = `for i in $(seq 1 40); do echo line$i; sleep 0.1; done`
 
+// endlessPrompt prints a line every tenth of a second until it is
+// stopped: the Stop case does not race the run's own end.
+const endlessPrompt = `i=0; while :; do i=$((i+1)); echo line$i; sleep 0.1; done`
+
 // newBrowser starts headless Chromium with a fresh profile (and extra
 // options); it is stopped (and waited for) when the test ends.
 func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) (context.Context, *pageErrors) {
@@ -184,7 +188,7 @@ const pageToken = "5ca1ab1e0ddba11c0ffee5ca1ab1e0ddba11c0ffee5ca1a"
 func openWithToken(t *testing.T, ctx context.Context, pageURL, tok string) {
 	t.Helper()
 	navigate(t, ctx, pageURL)
-	if err := waitJS(ctx, `document.readyState === 'complete'`, 10*time.Second); err != nil {
+	if err := waitJS(ctx, `document.readyState === 'complete'`, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[location.href, sessionStorage.getItem('corral.token') || '', document.getElementById('token').value]`))
@@ -225,7 +229,7 @@ func TestWebPageInBrowser(t *testing.T) {
 
 	// Without the token the page says how to get it, and shows nothing.
 	navigate(t, ctx, e.URL+"/")
-	if err := waitJS(ctx, `/token/.test(document.getElementById('msg').textContent)`, 10*time.Second); err != nil {
+	if err := waitJS(ctx, `/token/.test(document.getElementById('msg').textContent)`, time.Minute); err != nil {
 		t.Fatalf("no word about the token on a page opened without it (message %q): %v", eval(`document.getElementById('msg').textContent`), err)
 	}
 	if n := eval(`String(document.querySelectorAll('#definition option').length)`); n != "0" {
@@ -233,18 +237,18 @@ func TestWebPageInBrowser(t *testing.T) {
 	}
 	t.Logf("without the token the page says: %s", eval(`document.getElementById('msg').textContent`))
 	openWithToken(t, ctx, e.URL+"/?token="+pageToken, pageToken)
-	if err := waitJS(ctx, `document.querySelectorAll('#definition option').length === 2 && document.querySelectorAll('#harness option').length === 1`, 10*time.Second); err != nil {
+	if err := waitJS(ctx, `document.querySelectorAll('#definition option').length === 2 && document.querySelectorAll('#harness option').length === 1`, time.Minute); err != nil {
 		t.Fatalf("the form's choices did not load: %v", err)
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.ID("definition"), "default"),
 		chromedp.SetValue(chromedp.ID("harness"), "command"),
-		chromedp.SendKeys(chromedp.ID("prompt"), browserPrompt),
+		chromedp.SendKeys(chromedp.ID("prompt"), endlessPrompt),
 		chromedp.Click(chromedp.ID("startbtn")),
 	); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitJS(ctx, `location.hash.startsWith('#run=') && /(^|\n)line3\n/.test(document.getElementById('out').textContent)`, 15*time.Second); err != nil {
+	if err := waitJS(ctx, `location.hash.startsWith('#run=') && /(^|\n)line3\n/.test(document.getElementById('out').textContent)`, time.Minute); err != nil {
 		t.Fatalf("no lines shown after submitting the form (message %q): %v", eval(`document.getElementById('msg').textContent`), err)
 	}
 	id := strings.TrimPrefix(eval(`location.hash`), "#run=")
@@ -261,7 +265,7 @@ func TestWebPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("line%d", before+3)
-	if err := waitJS(ctx, fmt.Sprintf(`/(^|\n)%s\n/.test(document.getElementById('out').textContent)`, want), 10*time.Second); err != nil {
+	if err := waitJS(ctx, fmt.Sprintf(`/(^|\n)%s\n/.test(document.getElementById('out').textContent)`, want), time.Minute); err != nil {
 		t.Fatalf("after the reload the stream did not go on to %s: %v\n%s", want, err, outText())
 	}
 	hash, title, status := eval(`location.hash`), eval(`document.getElementById('title').textContent`), eval(`document.getElementById('status').textContent`)
@@ -270,25 +274,19 @@ func TestWebPageInBrowser(t *testing.T) {
 	}
 	after := checkShown(t, outText())
 	t.Logf("after the reload: %d lines", after)
-	if after >= 40 {
-		t.Fatalf("the run ended before Stop could be pressed (%d lines shown)", after)
-	}
 
 	// Stop.
 	stopAt := time.Now()
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("stop"))); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitJS(ctx, `document.getElementById('status').textContent === 'cancelled'`, 10*time.Second); err != nil {
+	if err := waitJS(ctx, `document.getElementById('status').textContent === 'cancelled'`, time.Minute); err != nil {
 		t.Fatalf("status %q (message %q) after Stop, want cancelled: %v", eval(`document.getElementById('status').textContent`),
 			eval(`document.getElementById('msg').textContent`), err)
 	}
 	stoppedIn := time.Since(stopAt)
-	e.waitStatus(id, store.RunCancelled, 5*time.Second)
+	e.waitStatus(id, store.RunCancelled, time.Minute)
 	final := checkShown(t, outText())
-	if final >= 40 {
-		t.Fatalf("all 40 lines shown: the Stop did not stop the agent")
-	}
 	if disabled, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('stop').disabled`)); err != nil || !disabled {
 		t.Errorf("the Stop button is still enabled on a cancelled run (%v)", err)
 	}
@@ -308,7 +306,7 @@ func TestWebPageInBrowser(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash = "#run=`+id2+`"`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitJS(ctx, `document.getElementById('status').textContent === 'completed'`, 30*time.Second); err != nil {
+	if err := waitJS(ctx, `document.getElementById('status').textContent === 'completed'`, time.Minute); err != nil {
 		t.Fatalf("the second run is %q on the page, want completed: %v\n%s", eval(`document.getElementById('status').textContent`), err, outText())
 	}
 	if msg := eval(`document.getElementById('msg').textContent`); strings.Contains(msg, "cancel") {
@@ -369,7 +367,7 @@ func TestServeInBrowser(t *testing.T) {
 
 	bctx, pageErrs := newBrowser(t)
 	openWithToken(t, bctx, d.PageURL, d.Token)
-	if err := waitJS(bctx, `document.querySelectorAll('#harness option').length > 0 && /`+first.ID[len(first.ID)-12:]+`/.test(document.getElementById('runs').textContent)`, 10*time.Second); err != nil {
+	if err := waitJS(bctx, `document.querySelectorAll('#harness option').length > 0 && /`+first.ID[len(first.ID)-12:]+`/.test(document.getElementById('runs').textContent)`, time.Minute); err != nil {
 		t.Fatalf("the page opened at the printed address does not list run %s: %v", first.ID, err)
 	}
 	if err := chromedp.Do(bctx,
@@ -379,7 +377,7 @@ func TestServeInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitJS(bctx, `document.getElementById('status').textContent === 'completed' && /(^|\n)line3\n/.test(document.getElementById('out').textContent)`, 20*time.Second); err != nil {
+	if err := waitJS(bctx, `document.getElementById('status').textContent === 'completed' && /(^|\n)line3\n/.test(document.getElementById('out').textContent)`, time.Minute); err != nil {
 		msg, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById('msg').textContent`))
 		t.Fatalf("the page did not show its run to the end (message %q): %v", msg, err)
 	}

@@ -125,7 +125,7 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 			// The control: the same command from curl (JSON, no Origin)
 			// runs, so the markers' absence means something.
 			id := e.startJSON(tok, touchBody(t, filepath.Join(dir, "control")))
-			e.waitStatus(id, store.RunCompleted, 20*time.Second)
+			e.waitStatus(id, store.RunCompleted, time.Minute)
 			if _, err := os.Stat(filepath.Join(dir, "control")); err != nil {
 				t.Fatalf("the control run did not touch its file: %v", err)
 			}
@@ -200,7 +200,7 @@ func TestSameOriginRequestsPass(t *testing.T) {
 	if _, err := c.Cancel(ctx, r.ID); err != nil {
 		t.Fatalf("client.Cancel: %v", err)
 	}
-	e.waitStatus(r.ID, store.RunCancelled, 20*time.Second)
+	e.waitStatus(r.ID, store.RunCancelled, time.Minute)
 	sbs, err := c.Sandboxes(ctx)
 	if err != nil || len(sbs) == 0 {
 		t.Fatalf("sandboxes: %v %v", sbs, err)

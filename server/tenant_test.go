@@ -75,7 +75,7 @@ func TestTenantIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.waitLine(runA.ID, "started", 10*time.Second)
+	e.waitLine(runA.ID, "started", time.Minute)
 	if rec, _, _ := e.Store.GetRun(ctx, runA.ID); rec.Tenant != "acme" {
 		t.Fatalf("run of a-token has tenant %q, want acme", rec.Tenant)
 	}
@@ -172,7 +172,7 @@ func TestTenantIsolation(t *testing.T) {
 	if _, err := a.Cancel(ctx, runA.ID); err != nil {
 		t.Fatal(err)
 	}
-	e.waitStatus(runA.ID, store.RunCancelled, 5*time.Second)
+	e.waitStatus(runA.ID, store.RunCancelled, time.Minute)
 	resp, body = do(t, e.URL, request{Method: "GET", Path: "/v1/runs/" + runA.ID, Token: "a-token"})
 	var r api.Run
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &r) != nil || r.Status != "cancelled" {

@@ -67,12 +67,17 @@
 //     the code it wrote. Closing that needs a wrapper the agent cannot
 //     signal (another uid or pid namespace).
 //   - an agent that can write its wrapper's memory (ptrace, /proc/PID/mem)
-//     controls what the wrapper writes.
+//     controls what the wrapper writes. Where the kernel's Yama
+//     ptrace_scope is 1 or more, a child can neither read nor write its
+//     parent's memory, and the nonce stays secret.
 //   - a process of the run that outlives the wrapper and writes to the
 //     journal after the sentinel makes the sentinel not the last line: the
 //     run reads as lost (or, with the nonce, as whatever exit it wrote
-//     last). Nothing of the run may outlive the wrapper for the exit to be
-//     sure.
+//     last). The wrapper kills the run's process scope before it writes the
+//     end line (see scope.go), so only a process that escaped the scope
+//     can (on a host without a cgroup for the run: one that cleared its
+//     environment and left its session; with Spec.KeepBackground: any
+//     process kept).
 //   - without /proc the wrapper is known by its pid alone, which may be
 //     reused.
 package journal

@@ -52,14 +52,14 @@ cj_t0=$cj_t
 cj_cg=
 if [ -z "$cj_nocg" ] && cj_root=$(cs_v2root) && [ -n "$cj_root" ]; then
   cj_cur=$(cs_cgof $$)
-  cj_cg=$cj_root${cj_cur%/}/corral-$cj_tok
-  mkdir "$cj_cg" 2>/dev/null || [ -d "$cj_cg" ] || cj_cg=
+  cj_cg=$cj_root${cj_cur%/}/corral-$cj_tok-$$
+  mkdir "$cj_cg" 2>/dev/null || cj_cg=
 fi
 # The agent's subshell joins the run's cgroup (where there is one) and
 # carries the run's marker, before it becomes the agent.
 cj_enter() {
   [ -n "$cj_cg" ] && echo 0 >"$cj_cg/cgroup.procs" 2>/dev/null
-  export ` + RunMarkerEnv + `="$cj_tok"
+  export ` + RunMarkerEnv + `="$cj_tok:$$"
 }
 cj_tree=
 if [ "$cj_diff" = diff ] && cj_git=$(git rev-parse --git-dir 2>/dev/null); then
@@ -77,7 +77,7 @@ cj_rc=$?
 # processes): everything left in its scope is killed before the diff and
 # the sentinel, so no process of the run can write after the sentinel.
 if [ -z "$cj_keep" ]; then
-  cs_kill "$cj_tok" "$cj_cg" "$cj_own" "$cj_t0" "$$" 1
+  cs_kill "$cj_tok:$$" "$cj_cg" "$cj_own" "$cj_t0" "$$" 1
   if [ -n "$cj_cg" ]; then
     cj_i=0
     while ! rmdir "$cj_cg" 2>/dev/null && [ $cj_i -lt 20 ]; do sleep 0.05; cj_i=$((cj_i+1)); done

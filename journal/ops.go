@@ -132,10 +132,10 @@ ck_cg=
 ck_root=$(cs_v2root)
 if [ -n "$ck_root" ]; then
   ck_cur=$(cs_cgof "$ck_w")
-  ck_cg=$ck_root${ck_cur%/}/corral-$ck_tok
+  ck_cg=$ck_root${ck_cur%/}/corral-$ck_tok-$ck_w
   [ -d "$ck_cg" ] || ck_cg=
 fi
-cs_kill "$ck_tok" "$ck_cg" "$ck_own" "$ck_t0" "$ck_w" "$ck_grace" || { echo "processes of the run survived SIGKILL:$cs_all" >&2; exit 1; }
+cs_kill "$ck_tok:$ck_w" "$ck_cg" "$ck_own" "$ck_t0" "$ck_w" "$ck_grace" || { echo "processes of the run survived SIGKILL:$cs_all" >&2; exit 1; }
 exit 0
 `
 

@@ -8,12 +8,15 @@ package journal
 //
 // Membership, strongest first:
 //
-//  1. A cgroup of the run's own (cgroup v2, made by the wrapper where the
+//  1. A cgroup of the run's own (cgroup v2, corral-<token>-<wrapper pid>
+//     beside the wrapper's, made by the wrapper where the
 //     sandbox lets it: root on a host, a VM) holds the agent and everything
 //     it starts; leaving it needs write access to the cgroup tree. It is
 //     frozen, then killed whole (cgroup.kill, or SIGKILL per member).
-//  2. The environment marker RunMarkerEnv=<token>, inherited by every
-//     descendant that does not clear its environment.
+//  2. The environment marker RunMarkerEnv=<token>:<wrapper pid>, inherited
+//     by every descendant that does not clear its environment, matched as
+//     a whole entry (two runs never share it, even with the same run id on
+//     one host).
 //  3. The process groups and sessions of members: a process whose group or
 //     session id is the pid of a member (or of the wrapper) belongs to it,
 //     so a double fork that keeps its group is found.
@@ -32,8 +35,9 @@ package journal
 // mistaken for members.
 
 // RunMarkerEnv is the environment variable that marks every process of a
-// run (its value is the run's file token). The wrapper sets it for the
-// agent; the scope kill finds processes by it.
+// run; its value is the run's file token and the wrapper's pid,
+// "<token>:<pid>". The wrapper sets it for the agent; the scope kill finds
+// processes by it.
 const RunMarkerEnv = "CORRAL_RUN"
 
 // scopeFns defines the shell functions of the scope kill:
@@ -43,7 +47,8 @@ const RunMarkerEnv = "CORRAL_RUN"
 //	cs_stat FILE       parse /proc/PID/stat into cs_pid, cs_st, cs_pp,
 //	                   cs_pg, cs_sid, cs_start (built-ins only)
 //	cs_kill TOK CG OWN T0 SEED GRACE
-//	                   kill the scope of run TOK: cgroup dir CG (or ""),
+//	                   kill the scope of run TOK (the marker's value,
+//	                   token:wrapper pid): cgroup dir CG (or ""),
 //	                   OWN "own" when the sandbox has its own process table,
 //	                   T0 the wrapper's start time (clock ticks), SEED
 //	                   pids that are members to begin with (the wrapper's
@@ -92,17 +97,20 @@ cs_scan() {
 cs_members() {
   cs_all=" " cs_ids=" $cs_seedids " cs_other=" "
   if [ -n "$cs_nulok" ]; then
-    for cs_f in $(grep -l -a -F -- "${cs_mark}=$cs_tok" /proc/[0-9]*/environ 2>/dev/null); do
+    # Each environment entry is a NUL-terminated line: the marker must be
+    # a whole entry (a run whose token is a prefix of another's must not
+    # claim it).
+    for cs_f in $(grep -l -a -z -x -F -- "${cs_mark}=$cs_tok" /proc/[0-9]*/environ 2>/dev/null); do
       cs_p=${cs_f#/proc/}; cs_ids="$cs_ids${cs_p%/environ} "
     done
     if [ "$cs_own" = own ]; then
-      for cs_f in $(grep -l -a -F -- "${cs_mark}=" /proc/[0-9]*/environ 2>/dev/null); do
+      for cs_f in $(grep -l -a -z -E -- "^${cs_mark}=" /proc/[0-9]*/environ 2>/dev/null); do
         cs_p=${cs_f#/proc/}; cs_p=${cs_p%/environ}
         case "$cs_ids" in *" $cs_p "*) ;; *) cs_other="$cs_other$cs_p " ;; esac
       done
     fi
   else
-    # A grep that stops at NUL bytes (BusyBox): one tr per process.
+    # A grep without -z: one tr per process.
     for cs_f in /proc/[0-9]*/environ; do
       cs_e=$(tr '\000' '\n' <"$cs_f" 2>/dev/null) || continue
       cs_p=${cs_f#/proc/}; cs_p=${cs_p%/environ}
@@ -130,7 +138,7 @@ ${cs_mark}="*) cs_other="$cs_other$cs_p " ;;
 cs_kill() {
   cs_tok=$1 cs_cg=$2 cs_own=$3 cs_t0=${4:-0} cs_seedids=$5 cs_grace=${6:-1}
   cs_mark=` + RunMarkerEnv + ` cs_nulok=
-  printf 'a\000b\n' | grep -q -a -F b 2>/dev/null && cs_nulok=1
+  printf 'a\000b\000' | grep -q -a -z -x -F b 2>/dev/null && cs_nulok=1
   cs_excl=" 1 " cs_p=$$
   while [ -n "$cs_p" ] && [ "$cs_p" -gt 1 ] 2>/dev/null; do
     cs_excl="$cs_excl$cs_p "

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"github.com/d10ffeed/corral/sandbox"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,8 +125,8 @@ func TestProvidersJSON(t *testing.T) {
 			if !r.Capabilities["killableProcesses"] || r.Capabilities["snapshots"] {
 				t.Errorf("local capabilities %v", r.Capabilities)
 			}
-			if len(r.Capabilities) != 11 {
-				t.Errorf("want 11 capability flags, got %d", len(r.Capabilities))
+			if len(r.Capabilities) != len(sandbox.CapabilityNames) {
+				t.Errorf("want %d capability flags, got %d", len(sandbox.CapabilityNames), len(r.Capabilities))
 			}
 		}
 	}

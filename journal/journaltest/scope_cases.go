@@ -23,18 +23,19 @@ func (s *suite) scopeCases(t *testing.T) {
 	t.Run("NothingOutlivesCancel", s.testScopeCancel)
 	t.Run("ForkBomb", s.testScopeForkBomb)
 	t.Run("KeepBackground", s.testScopeKeep)
+	t.Run("OtherRunsUntouched", s.testScopeOthers)
 }
 
 // mark returns a sleep duration unique to this test, in seconds.
 func mark() int { return 4_000_000 + rand.IntN(900_000) }
 
-// leftovers counts live processes in the sandbox whose command line holds
-// the number m (the pattern is written so that grep's own command line
-// does not match it).
+// leftovers counts live `sleep m` processes in the sandbox (the pattern is
+// written so that grep's own command line does not match it, and is
+// anchored so a shell whose script mentions the sleep does not count).
 func leftovers(t *testing.T, ctx context.Context, h sandbox.Handle, m int) int {
 	t.Helper()
 	ms := strconv.Itoa(m)
-	pat := ms[:len(ms)-1] + "[" + ms[len(ms)-1:] + "]"
+	pat := "^sleep " + ms[:len(ms)-1] + "[" + ms[len(ms)-1:] + "] ?$"
 	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", countScript, "corral-count", pat}})
 	if err != nil {
 		t.Fatal(err)
@@ -196,4 +197,60 @@ func (s *suite) testScopeKeep(t *testing.T) {
 	if left := leftovers(t, ctx, h, m); left != 1 {
 		t.Errorf("KeepBackground: %d marked processes after the run, want the 1 it left", left)
 	}
+}
+
+// testScopeOthers runs two agents side by side whose run ids make one
+// token a prefix of the other, and a third with the very same run id in
+// another journal directory: when the first ends (leaving a background
+// process) and when it is cancelled, the others' agents live on.
+func (s *suite) testScopeOthers(t *testing.T) {
+	ctx, h := s.sandbox(t)
+	base := runID("scope-same")
+	m := mark()
+	t.Cleanup(func() { killMarked(h, m) })
+	startAt := func(dir, id, script string) (journal.Paths, string) {
+		t.Helper()
+		p, err := journal.PathsFor(dir, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nonce := journal.NewNonce()
+		if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: script}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { removeJournal(h, p) })
+		return p, nonce
+	}
+	long := fmt.Sprintf("exec sleep %d", m)
+	pLong, _ := startAt("", base+"0", long)                  // token base+"0": base is its prefix
+	pTwin, _ := startAt("/tmp/corral-runs-twin", base, long) // the same run id, another directory
+	t.Cleanup(func() {
+		kctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = journal.Kill(kctx, h, pLong, time.Second)
+		_ = journal.Kill(kctx, h, pTwin, time.Second)
+	})
+	p, nonce := startAt("", base, fmt.Sprintf("(sleep %d &)\nexit 0", m+1))
+	if _, _, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := leftovers(t, ctx, h, m); n != 2 {
+		t.Errorf("after another run ended, %d of the 2 other runs' agents live", n)
+	}
+	p2, nonce2 := startAt("", base+"x", fmt.Sprintf("echo ready; exec sleep %d", m+1))
+	rctx, stop := context.WithCancel(ctx)
+	_, _ = reader(h, p2, nonce2, journal.Poll).Read(rctx, 0, func(l journal.Line) error {
+		if string(l.Data) == "ready" {
+			stop()
+		}
+		return nil
+	})
+	stop()
+	if err := journal.Kill(ctx, h, p2, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := leftovers(t, ctx, h, m); n != 2 {
+		t.Errorf("after another run was cancelled, %d of the 2 other runs' agents live", n)
+	}
+	t.Logf("runs sharing a token prefix or a run id: 2 of 2 agents untouched by the others' end and cancel")
 }

@@ -79,7 +79,7 @@ func (f *fixture) runner() *run.Runner {
 	f.t.Helper()
 	r, err := run.New(f.st, []*sandbox.Definition{f.def}, []harness.Harness{command.Harness{}}, run.Options{
 		LeaseTTL: 2 * time.Second, PollInterval: 50 * time.Millisecond, LogPollInterval: 20 * time.Millisecond,
-		CancelCheck: 100 * time.Millisecond, Now: f.now, FirstByteTimeout: time.Minute, // a hang guard: a loaded engine can take seconds per exec
+		CancelCheck: 100 * time.Millisecond, Now: f.now, FirstByteTimeout: 15 * time.Second, // generous for a loaded engine, yet within the reaper's 30 s budget (LeavesStartingRunAlone)
 	})
 	if err != nil {
 		f.t.Fatal(err)

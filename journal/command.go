@@ -48,7 +48,11 @@ cj_own= cj_keep= cj_nocg=
 case " $cj_flags " in *" own "*) cj_own=own ;; esac
 case " $cj_flags " in *" keep "*) cj_keep=keep ;; esac
 case " $cj_flags " in *" nocgroup "*) cj_nocg=1 ;; esac
-cj_t0=$cj_t
+cj_t0=$cj_t cj_pre=
+if [ -n "$cj_own" ]; then
+  cj_pre=$(cs_initkids)
+  printf '%s\n' "$cj_pre" >"$cj_out.pre" 2>/dev/null
+fi
 cj_cg=
 if [ -z "$cj_nocg" ] && cj_root=$(cs_v2root) && [ -n "$cj_root" ]; then
   cj_cur=$(cs_cgof $$)
@@ -77,7 +81,7 @@ cj_rc=$?
 # processes): everything left in its scope is killed before the diff and
 # the sentinel, so no process of the run can write after the sentinel.
 if [ -z "$cj_keep" ]; then
-  cs_kill "$cj_tok:$$" "$cj_cg" "$cj_own" "$cj_t0" "$$" 1
+  cs_kill "$cj_tok:$$" "$cj_cg" "$cj_own" "$cj_t0" "$$" 1 "$cj_pre"
   if [ -n "$cj_cg" ]; then
     cj_i=0
     while ! rmdir "$cj_cg" 2>/dev/null && [ $cj_i -lt 20 ]; do sleep 0.05; cj_i=$((cj_i+1)); done

@@ -135,7 +135,9 @@ if [ -n "$ck_root" ]; then
   ck_cg=$ck_root${ck_cur%/}/corral-$ck_tok-$ck_w
   [ -d "$ck_cg" ] || ck_cg=
 fi
-cs_kill "$ck_tok:$ck_w" "$ck_cg" "$ck_own" "$ck_t0" "$ck_w" "$ck_grace" || { echo "processes of the run survived SIGKILL:$cs_all" >&2; exit 1; }
+ck_pre=
+[ "$ck_own" = own ] && IFS= read -r ck_pre 2>/dev/null <"$ck_j.pre"
+cs_kill "$ck_tok:$ck_w" "$ck_cg" "$ck_own" "$ck_t0" "$ck_w" "$ck_grace" "$ck_pre" || { echo "processes of the run survived SIGKILL:$cs_all" >&2; exit 1; }
 exit 0
 `
 
@@ -166,7 +168,7 @@ func Kill(ctx context.Context, h sandbox.Handle, p Paths, grace time.Duration) e
 
 // Remove deletes a run's journal files and its private files directory.
 func Remove(ctx context.Context, h sandbox.Handle, p Paths) error {
-	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"rm", "-rf", "--", p.Journal, p.Err, p.In, p.Files}})
+	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"rm", "-rf", "--", p.Journal, p.Journal + ".pre", p.Err, p.In, p.Files}})
 	if err != nil {
 		return err
 	}
@@ -211,6 +213,9 @@ func Sweep(ctx context.Context, h sandbox.Handle, dir string, maxDeletes int, fi
 		}
 		out.Listed++
 		tok, ok := strings.CutSuffix(name, ".ndjson")
+		if !ok {
+			tok, ok = strings.CutSuffix(name, ".ndjson.pre")
+		}
 		if !ok {
 			tok, ok = strings.CutSuffix(name, ".err")
 		}

@@ -457,10 +457,12 @@ func (s *readState) pollLoop(ctx context.Context, untilCaughtUp bool) (*Exit, er
 const maxPollFailures = 20
 
 // transient reports an error of an exec that may work when tried again:
-// not a gone sandbox, a bad argument or a cancelled caller.
+// not a gone sandbox, a bad argument or a cancelled caller. A wrapper that
+// could not start (FailedPrecondition: no process slot left under a fork
+// bomb) is transient too; a stopped sandbox fails after the retries.
 func transient(err error) bool {
 	switch sandbox.CodeOf(err) {
-	case sandbox.Internal, sandbox.Unavailable, sandbox.Unknown, sandbox.ResourceExhausted:
+	case sandbox.Internal, sandbox.Unavailable, sandbox.Unknown, sandbox.ResourceExhausted, sandbox.FailedPrecondition:
 		return true
 	}
 	return false

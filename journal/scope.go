@@ -23,9 +23,11 @@ package journal
 //  4. Where the sandbox has a process table of its own
 //     (Capabilities.OwnProcessTable: a container or VM, never the host), a
 //     process re-parented to the sandbox's init that started after the
-//     wrapper and carries no other run's marker: this catches a daemon that
-//     cleared its environment and left its session. Daemons started before
-//     the run (by setup, say) are left alone.
+//     wrapper, was not init's child when the wrapper started (the wrapper
+//     records that list in <journal>.pre: the sandbox's main process may
+//     start after it), and carries no other run's marker: this catches a
+//     daemon that cleared its environment and left its session. Daemons
+//     started before the run (by setup, say) are left alone.
 //
 // Every member found is stopped at once (SIGSTOP), so a fork bomb cannot
 // grow while the scan goes on; the scan repeats until it finds nobody new;
@@ -46,14 +48,19 @@ const RunMarkerEnv = "CORRAL_RUN"
 //	cs_cgof PID        the cgroup v2 path of PID ("/" for the root)
 //	cs_stat FILE       parse /proc/PID/stat into cs_pid, cs_st, cs_pp,
 //	                   cs_pg, cs_sid, cs_start (built-ins only)
-//	cs_kill TOK CG OWN T0 SEED GRACE
+//	cs_initkids        the pids of init's children now (the processes a run
+//	                   must not claim as its orphans: the sandbox's main
+//	                   process may start after the wrapper)
+//	cs_kill TOK CG OWN T0 SEED GRACE [PRE]
 //	                   kill the scope of run TOK (the marker's value,
 //	                   token:wrapper pid): cgroup dir CG (or ""),
 //	                   OWN "own" when the sandbox has its own process table,
 //	                   T0 the wrapper's start time (clock ticks), SEED
 //	                   pids that are members to begin with (the wrapper's
 //	                   pid counts as a group/session id, never as a
-//	                   member); SIGTERM, GRACE seconds, then freeze and
+//	                   member), PRE init's children when the wrapper
+//	                   started (never orphans of the run); SIGTERM, GRACE
+//	                   seconds, then freeze and
 //	                   SIGKILL. Prints nothing; returns when no member is
 //	                   left (or after bounded rounds).
 const scopeFns = `cs_v2root() {
@@ -79,6 +86,13 @@ cs_stat() {
   cs_start=$1
   return 0
 }
+cs_initkids() {
+  for cs_s in /proc/[0-9]*/stat; do
+    cs_stat "$cs_s" || continue
+    [ "$cs_pp" = 1 ] && printf '%s ' "$cs_pid"
+  done
+  return 0
+}
 cs_scan() {
   cs_new=
   for cs_s in /proc/[0-9]*/stat; do
@@ -88,7 +102,7 @@ cs_scan() {
     cs_in=
     case "$cs_ids" in *" $cs_pp "*|*" $cs_pg "*|*" $cs_sid "*) cs_in=1 ;; esac
     if [ -z "$cs_in" ] && [ "$cs_own" = own ] && [ "$cs_pp" = 1 ] && [ "$cs_start" -ge "$cs_t0" ]; then
-      case "$cs_other" in *" $cs_pid "*) ;; *) cs_in=1 ;; esac
+      case "$cs_other$cs_pre" in *" $cs_pid "*) ;; *) cs_in=1 ;; esac
     fi
     [ -n "$cs_in" ] || continue
     cs_all="$cs_all$cs_pid " cs_ids="$cs_ids$cs_pid " cs_new="$cs_new $cs_pid"
@@ -136,7 +150,7 @@ ${cs_mark}="*) cs_other="$cs_other$cs_p " ;;
   done
 }
 cs_kill() {
-  cs_tok=$1 cs_cg=$2 cs_own=$3 cs_t0=${4:-0} cs_seedids=$5 cs_grace=${6:-1}
+  cs_tok=$1 cs_cg=$2 cs_own=$3 cs_t0=${4:-0} cs_seedids=$5 cs_grace=${6:-1} cs_pre=" $7 "
   cs_mark=` + RunMarkerEnv + ` cs_nulok=
   printf 'a\000b\000' | grep -q -a -z -x -F b 2>/dev/null && cs_nulok=1
   cs_excl=" 1 " cs_p=$$

@@ -199,7 +199,11 @@ echo last; exit 3`
 	if strings.Join(texts(lines), "\n") != strings.Join(want, "\n") || exit.Code != 3 {
 		t.Errorf("exit %d; lines differ", exit.Code)
 	}
-	if n := strings.Count(stderr, "killed"); n != kills {
-		t.Errorf("the agent killed %d followers, want %d", n, kills)
+	// How many kills land depends on how the agent's scan meets the
+	// reader's replacement followers; that nothing is lost is the verdict.
+	// In follow mode at least one follower must have been killed, else
+	// the case proved nothing.
+	if n := strings.Count(stderr, "killed"); (kills > 0 && n == 0) || n > kills {
+		t.Errorf("the agent killed %d followers, want 1 to %d", n, kills)
 	}
 }

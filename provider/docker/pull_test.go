@@ -144,7 +144,11 @@ type progress struct {
 	steps []docker.PullProgress
 }
 
-func (p *progress) on(s docker.PullProgress) { p.mu.Lock(); p.steps = append(p.steps, s); p.mu.Unlock() }
+func (p *progress) on(s docker.PullProgress) {
+	p.mu.Lock()
+	p.steps = append(p.steps, s)
+	p.mu.Unlock()
+}
 
 func (p *progress) take() []docker.PullProgress {
 	p.mu.Lock()

@@ -198,3 +198,6 @@ func imageMissing(err error) bool {
 	var a imageAbsentError
 	return errors.As(err, &a)
 }
+
+// PullPolicy returns the pull policy in effect (Options.Pull, defaulted).
+func (p *Provider) PullPolicy() PullPolicy { return p.opts.Pull }

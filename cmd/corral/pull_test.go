@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/provider/docker"
 )
 
 // TestExecPullFlag: --pull takes missing, always or never, is refused for
@@ -29,5 +30,16 @@ func TestExecPullFlag(t *testing.T) {
 		if code != 0 || out != "ok\n" || strings.Contains(errOut, "corral: pull") {
 			t.Errorf("--pull %q with a present image: exit %d out %q stderr %q (want no pull)", policy, code, out, errOut)
 		}
+	}
+}
+
+func TestPullPrinter(t *testing.T) {
+	var b strings.Builder
+	pr := pullPrinter(&b)
+	pr(docker.PullProgress{Image: "node:22", Registry: "docker.io", Status: "Pulling from library/node"})
+	pr(docker.PullProgress{Image: "node:22", Registry: "docker.io", Layer: "a1b2", Status: "Pull complete"})
+	want := "corral: pull node:22: Pulling from library/node\ncorral: pull node:22 a1b2: Pull complete\n"
+	if b.String() != want {
+		t.Errorf("printed %q, want %q", b.String(), want)
 	}
 }

@@ -23,6 +23,9 @@ func ProviderNames() []string { return []string{docker.Name, local.Name} }
 type BuildOptions struct {
 	// Logger is handed to the provider.
 	Logger *slog.Logger
+	// OnPull receives the docker provider's image pull steps (e.g. to
+	// print them); nil drops them.
+	OnPull func(docker.PullProgress)
 	// Getenv reads host environment variables for secrets; default
 	// os.LookupEnv.
 	Getenv func(string) (string, bool)
@@ -39,7 +42,7 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 	fail := func(format string, args ...any) error {
 		return sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, format, args...)
 	}
-	p, err := f.provider(o.Logger)
+	p, err := f.provider(o)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +129,8 @@ func (f *File) rel(p string) string {
 	return filepath.Join(filepath.Dir(f.path), p)
 }
 
-func (f *File) provider(log *slog.Logger) (sandbox.Provider, error) {
+func (f *File) provider(bo BuildOptions) (sandbox.Provider, error) {
+	log := bo.Logger
 	name := f.Provider.Name
 	if name == "" {
 		name = local.Name
@@ -143,6 +147,7 @@ func (f *File) provider(log *slog.Logger) (sandbox.Provider, error) {
 		return docker.New(docker.Options{
 			Image: o.Image, Host: o.Host, Workdir: o.Workdir, Network: o.Network, Memory: int64(o.Memory),
 			CPUs: float64(o.CPUs), PidsLimit: int64(o.PidsLimit), User: o.User, Ports: o.Ports, ExtraHosts: o.ExtraHosts, Logger: log,
+			Pull: docker.PullPolicy(o.Pull), OnPull: bo.OnPull,
 		})
 	}
 	return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, "provider.name: unknown provider %q (known: docker, local)", name)

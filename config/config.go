@@ -94,6 +94,9 @@ type DockerOptions struct {
 	User       string      `yaml:"user"`
 	Ports      []int       `yaml:"ports"`
 	ExtraHosts []string    `yaml:"extraHosts"`
+	// Pull is the image pull policy: missing (absent: the default),
+	// always or never.
+	Pull PullPolicy `yaml:"pull"`
 }
 
 // Workspace is the workspace section.
@@ -374,6 +377,20 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 		return fmt.Errorf("line %d: bad duration %q (write it like 90s, 30m or 24h)", n.Line, n.Value)
 	}
 	*d = Duration(v)
+	return nil
+}
+
+// PullPolicy is provider.docker.pull: missing, always or never
+// (docker.PullPolicy). Absent is missing.
+type PullPolicy string
+
+// UnmarshalYAML parses the policy.
+func (p *PullPolicy) UnmarshalYAML(n *yaml.Node) error {
+	v, err := docker.ParsePullPolicy(n.Value)
+	if err != nil || n.Kind != yaml.ScalarNode || strings.TrimSpace(n.Value) == "" {
+		return fmt.Errorf("line %d: provider.docker.pull: want missing, always or never, not %q", n.Line, n.Value)
+	}
+	*p = PullPolicy(v)
 	return nil
 }
 

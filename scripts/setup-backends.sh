@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/setup-backends.sh — installs (as root) and starts the real
 # components corral's tests use: a Docker engine with the local test image,
-# a PostgreSQL cluster with a test database (scripts/setup-postgres.sh), the
+# Debian's docker-registry binary (provider/docker's pull tests start their
+# own instance on loopback; the packaged service is not needed), a PostgreSQL cluster with a test database (scripts/setup-postgres.sh), the
 # agent CLIs from npm (scripts/setup-agents.sh) and Debian's chromium for the
 # web page's browser test (scripts/setup-browser.sh).
 # Idempotent: what already runs is left alone. Under CI=true any failure is
@@ -48,6 +49,9 @@ setup_docker() {
     docker_ready || { fail "dockerd did not answer within 60s; see /tmp/corral-dockerd.log"; tail -20 /tmp/corral-dockerd.log >&2; return 1; }
   fi
   scripts/docker-test-image.sh || { fail "building the docker test image failed"; return 1; }
+  if ! command -v docker-registry >/dev/null 2>&1; then
+    apt_install docker-registry || return 1
+  fi
 }
 
 setup_docker

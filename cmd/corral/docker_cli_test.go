@@ -28,8 +28,8 @@ func TestExecDocker(t *testing.T) {
 	if !strings.Contains(out, "lo") || len(strings.Fields(out)) < 2 {
 		t.Errorf("default network: %q, want lo and the container's interface", out)
 	}
-	_, errOut, code = corral(t, "exec", "--provider", "docker", "--image", "corral-no-such-image:1", "--", "true")
-	if code != 125 || !strings.Contains(errOut, "never pulls") {
+	_, errOut, code = corral(t, "exec", "--provider", "docker", "--image", "corral-no-such-image:1", "--pull", "never", "--", "true")
+	if code != 125 || !strings.Contains(errOut, "pull policy is never") {
 		t.Errorf("missing image: exit %d %q", code, errOut)
 	}
 	_, errOut, code = corral(t, "exec", "--provider", "docker", "--", "true")

@@ -88,7 +88,7 @@ func runExec(cmd *cobra.Command, pf *providerFlags, env map[string]string, keep 
 		defer c.Close()
 	}
 	if pf.name == docker.Name && pf.image == "" {
-		return 0, errors.New("--image is required with --provider docker (an image present on the engine; none is pulled)")
+		return 0, errors.New("--image is required with --provider docker (pulled when absent; see --pull)")
 	}
 	h, err := p.Create(ctx, sandbox.CreateOptions{Env: env, Network: pf.networkMode()})
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 
@@ -17,6 +18,7 @@ type providerFlags struct {
 	dir     string
 	image   string
 	network string
+	pull    string
 	// The docker limits as typed: "" keeps the provider's default.
 	memory, cpus, pids string
 }
@@ -25,7 +27,8 @@ func (f *providerFlags) register(cmd *cobra.Command) {
 	d := docker.DefaultLimits()
 	cmd.Flags().StringVar(&f.name, "provider", "local", "sandbox provider: "+strings.Join(providerNames(), ", "))
 	cmd.Flags().StringVar(&f.dir, "dir", "", "local: use this existing directory as the sandbox (kept afterwards)")
-	cmd.Flags().StringVar(&f.image, "image", "", "docker: the image to run (must be present on the engine)")
+	cmd.Flags().StringVar(&f.image, "image", "", "docker: the image to run")
+	cmd.Flags().StringVar(&f.pull, "pull", "", "docker: image pull policy: missing (pull when absent; default), always or never")
 	cmd.Flags().StringVar(&f.network, "network", "", `docker: the network ("none" denies the network; default bridge)`)
 	cmd.Flags().StringVar(&f.memory, "memory", "", "docker: memory limit, no swap beyond it (e.g. 512m, 4g; 0 or unlimited for none; default "+docker.FormatBytes(d.Memory)+")")
 	cmd.Flags().StringVar(&f.cpus, "cpus", "", fmt.Sprintf("docker: CPU limit (e.g. 0.5, 4; 0 or unlimited for none; default %v)", d.CPUs))
@@ -121,8 +124,8 @@ var providers = map[string]providerEntry{
 			return providerLimits{Note: "no isolation and no resource limits: commands may use all the memory, CPU and processes the host gives the user"}
 		},
 		open: func(f *providerFlags) (sandbox.Provider, error) {
-			if f.image != "" || f.network != "" || f.memory != "" || f.cpus != "" || f.pids != "" {
-				return nil, fmt.Errorf("--image, --network, --memory, --cpus and --pids are for the docker provider, not %q", local.Name)
+			if f.image != "" || f.network != "" || f.pull != "" || f.memory != "" || f.cpus != "" || f.pids != "" {
+				return nil, fmt.Errorf("--image, --network, --pull, --memory, --cpus and --pids are for the docker provider, not %q", local.Name)
 			}
 			return local.New(local.Options{Dir: f.dir})
 		},
@@ -140,7 +143,12 @@ var providers = map[string]providerEntry{
 			return dockerLimitsRow(p.Limits())
 		},
 		open: func(f *providerFlags) (sandbox.Provider, error) {
-			opts := docker.Options{Image: f.image, Logger: logger()}
+			opts := docker.Options{Image: f.image, Logger: logger(), OnPull: pullPrinter(os.Stderr)}
+			pull, err := docker.ParsePullPolicy(f.pull)
+			if err != nil {
+				return nil, fmt.Errorf("--pull: %w", err)
+			}
+			opts.Pull = pull
 			if f.network != "" && f.network != "none" {
 				opts.Network = f.network
 			}

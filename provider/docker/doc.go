@@ -4,13 +4,21 @@
 //
 // # Images
 //
-// The provider never pulls. Options.Image must already be present on the
-// engine; a missing image is an error with code NotFound that says so.
-// With a registry at hand, pull or build the image first and name it:
+// Options.Pull is the pull policy, like Kubernetes' imagePullPolicy:
+// PullMissing (the default) pulls Options.Image only when the engine lacks
+// it (a built or loaded image is never pulled, and the check costs no
+// extra round trip: Create pulls when the engine answers "no such
+// image"), PullAlways pulls before every Create, PullNever never pulls and
+// a missing image is an error with code NotFound that says so. Snapshot
+// images are never pulled. Options.OnPull receives the pull's steps, one
+// per layer state change. Credentials come from the auths entries of the
+// Docker config (Options.DockerConfig, DOCKER_CONFIG or ~/.docker): base64
+// "user:pass" or an identity token; credential helpers are not run. A
+// failed pull names the image and the registry: NotFound (no such image
+// or tag), PermissionDenied (credentials missing or refused), Unavailable
+// (registry unreachable).
 //
-//	docker pull node:22      # or: docker build -t my-agent-image .
-//
-//	p, err := docker.New(docker.Options{Image: "node:22"})
+//	p, err := docker.New(docker.Options{Image: "node:22"}) // pulled on first Create
 //
 // Ordinary images such as node:22, python:3.12, debian or alpine work as
 // they are. Nothing assumes BusyBox: the image needs a POSIX sh and the
@@ -18,7 +26,8 @@
 // chown, stat -c, readlink -f, sleep, kill). The provider's tests run in
 // corral-test-base, a FROM-scratch image holding only a static BusyBox
 // (scripts/docker-test-image.sh builds it), because no registry is
-// reachable where they run.
+// reachable where they run; the pull tests push it to a docker-registry
+// they start on loopback.
 //
 // # Containers
 //

@@ -33,9 +33,20 @@ var keepAlive = []string{"sh", "-c", `trap 'exit 0' TERM; while :; do sleep 3600
 // sandboxes (resume, restore, destroy, list and prune work without it);
 // every other field has a default.
 type Options struct {
-	// Image is the image new sandboxes run. It must be present on the
-	// engine already: the provider never pulls.
+	// Image is the image new sandboxes run, e.g. "node:22". Pull says
+	// when it is pulled from its registry.
 	Image string
+	// Pull is the pull policy for Image: PullMissing (the default) pulls
+	// it when the engine lacks it, PullAlways before every Create,
+	// PullNever never. Snapshot images are never pulled.
+	Pull PullPolicy
+	// OnPull, when set, receives each step of a pull (one per layer
+	// state change). It is called from the goroutine running Create.
+	OnPull func(PullProgress)
+	// DockerConfig is the directory holding the config.json whose auths
+	// entries authenticate pulls. Default: DOCKER_CONFIG, else ~/.docker.
+	// Credential helpers (credsStore, credHelpers) are not run.
+	DockerConfig string
 	// Host is the engine's address, e.g. "unix:///var/run/docker.sock" or
 	// "tcp://127.0.0.1:2375". Default: DOCKER_HOST and the other DOCKER_*
 	// variables, as the docker CLI reads them, else the local socket.
@@ -124,6 +135,11 @@ func newProvider(opts Options, extra ...client.Opt) (*Provider, error) {
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, "docker.new", "", "%v", err)
 	}
+	pull, err := ParsePullPolicy(string(opts.Pull))
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "docker.new", string(opts.Pull), "Options.Pull: %v", err)
+	}
+	opts.Pull = pull
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = 2 * time.Second
 	}
@@ -204,12 +220,6 @@ func (p *Provider) CheckImage(ctx context.Context) error {
 // running.
 func (p *Provider) Close() error { return p.cli.Close() }
 
-func (p *Provider) missingImage(op, image string, err error) error {
-	return &sandbox.Error{Code: sandbox.NotFound, Op: op, ID: image,
-		Msg: fmt.Sprintf("image %q is not present on the engine at %s; corral never pulls images: build it (docker build) or load it (docker load) first", image, p.cli.DaemonHost()),
-		Err: err}
-}
-
 // Create makes and starts a new sandbox from Options.Image.
 //
 // The container is named after opts.ID when given (a digest-derived name
@@ -220,9 +230,22 @@ func (p *Provider) missingImage(op, image string, err error) error {
 // error with code AlreadyExists.
 func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sandbox.Handle, error) {
 	if p.opts.Image == "" {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "docker.create", opts.ID, "no image: set Options.Image to an image present on the engine")
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "docker.create", opts.ID, "no image: set Options.Image")
 	}
-	return p.create(ctx, "docker.create", p.opts.Image, opts, nil)
+	if err := p.ensureImage(ctx, "docker.create", p.opts.Image); err != nil {
+		return nil, err
+	}
+	h, err := p.create(ctx, "docker.create", p.opts.Image, opts, nil)
+	if err != nil && p.opts.Pull == PullMissing && imageMissing(err) {
+		if err := p.pull(ctx, "docker.create", p.opts.Image); err != nil {
+			return nil, err
+		}
+		h, err = p.create(ctx, "docker.create", p.opts.Image, opts, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // RestoreSnapshot creates a new sandbox from a snapshot image taken with

@@ -340,14 +340,14 @@ func TestNamesAndResume(t *testing.T) {
 func TestClearErrors(t *testing.T) {
 	requireDocker(t)
 	ctx := context.Background()
-	p, err := docker.New(docker.Options{Image: "corral-no-such-image:" + randomHex(4)})
+	p, err := docker.New(docker.Options{Image: "corral-no-such-image:" + randomHex(4), Pull: docker.PullNever})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	_, err = p.Create(ctx, sandbox.CreateOptions{})
 	wantCode(t, "Create with a missing image", err, sandbox.NotFound)
-	if err == nil || !strings.Contains(err.Error(), "docker build") || !strings.Contains(err.Error(), "docker load") || !strings.Contains(err.Error(), "never pulls") {
+	if err == nil || !strings.Contains(err.Error(), "docker build") || !strings.Contains(err.Error(), "docker load") || !strings.Contains(err.Error(), "pull policy is never") {
 		t.Errorf("missing-image message: %v", err)
 	}
 	wantCode(t, "CheckImage", p.CheckImage(ctx), sandbox.NotFound)

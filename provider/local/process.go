@@ -103,6 +103,10 @@ func (h *handle) start(ctx context.Context, op string, cmd sandbox.Command, with
 		}
 		c.Stdin = stdinR
 	}
+	if err := h.st.markRan(h.id); err != nil {
+		closeAll(stdoutR, stdoutW, stderrR, stderrW, stdinR, pr.stdin)
+		return nil, sandbox.Wrap(sandbox.Internal, op, h.id, err)
+	}
 	if err := c.Start(); err != nil {
 		closeAll(stdoutR, stdoutW, stderrR, stderrW, stdinR, pr.stdin)
 		return nil, sandbox.Wrap(sandbox.Internal, op, h.id, err)

@@ -291,13 +291,28 @@ func (s *state) setEnv(vars map[string]string) {
 func (s *state) track(pr *proc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A finished command whose group is empty (kill(-pgid, 0) says ESRCH)
+	// is forgotten. One whose group still holds zombies (an init that reaps
+	// late) costs a /proc scan to judge, so those are judged only once
+	// many have piled up.
 	for old := range s.procs {
-		if old.finished() && !groupAlive(old.pgid) {
+		if old.finished() && !groupMember(old.pgid) {
 			delete(s.procs, old)
+		}
+	}
+	if len(s.procs) >= trackScanAt {
+		for old := range s.procs {
+			if old.finished() && !groupAlive(old.pgid) {
+				delete(s.procs, old)
+			}
 		}
 	}
 	s.procs[pr] = struct{}{}
 }
+
+// trackScanAt is how many tracked commands make track scan /proc for the
+// finished ones whose groups hold only zombies.
+const trackScanAt = 64
 
 func (s *state) killAll(ctx context.Context, p *Provider) {
 	s.mu.Lock()

@@ -11,7 +11,9 @@
 // each path lexically (InvalidArgument) and maps it under Options.Root, and
 // the script then resolves symbolic links with sandbox.ShellPathGuard,
 // rejecting any path that leaves the root with PermissionDenied before it
-// reads or writes anything. Paths travel as positional parameters, never as
+// reads or writes anything. (WriteFile's common case, an existing parent and
+// a target that is no link, applies the same rule with cd -P, which leaves
+// the parent's physical path in $PWD without starting a process.) Paths travel as positional parameters, never as
 // shell text. Operations on a link itself (Lstat, RemoveAll, both sides of
 // Rename) leave the final element unresolved.
 //

@@ -463,6 +463,33 @@ func BenchmarkFile1MiB(b *testing.B) {
 	}
 }
 
+// BenchmarkFileWrite1MiB writes 1 MiB into the workspace, replacing the
+// file of the last iteration. The floor is one archive PUT.
+func BenchmarkFileWrite1MiB(b *testing.B) {
+	p := benchProvider(b)
+	fl := newFloor(b)
+	h, cid := benchSandbox(b, p)
+	ctx := context.Background()
+	data := make([]byte, 1<<20)
+	_, _ = rand.Read(data)
+	pair(b, func(b *testing.B) {
+		if err := h.FS().WriteFile(ctx, "big.bin", data); err != nil {
+			b.Fatal(err)
+		}
+	}, func(b *testing.B) {
+		if err := fl.putFile(cid, "/workspace", "floor.bin", data); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("floor-exec", func(b *testing.B) {
+		timed(b, func(b *testing.B) {
+			if _, code, err := fl.exec(cid, []string{"sh", "-c", "cat > /workspace/floor2.bin"}, data); err != nil || code != 0 {
+				b.Fatal(code, err)
+			}
+		})
+	})
+}
+
 // BenchmarkCommit1MiB commits a container holding a 1 MiB file.
 func BenchmarkCommit1MiB(b *testing.B) {
 	p := benchProvider(b)

@@ -317,3 +317,45 @@ func BenchmarkConcurrentExec16(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDestroyIdle destroys a sandbox that ran nothing; the floor
+// removes a directory of the same shape. Creation is outside the timer.
+func BenchmarkDestroyIdle(b *testing.B) {
+	b.Run("corral", func(b *testing.B) {
+		p, err := local.New(local.Options{BaseDir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		for b.Loop() {
+			b.StopTimer()
+			h, err := p.Create(ctx, sandbox.CreateOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if err := h.Destroy(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("floor", func(b *testing.B) {
+		base := b.TempDir()
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			dir := filepath.Join(base, fmt.Sprintf("sb-%d", i))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			root, err := os.OpenRoot(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			_ = root.Close()
+			if err := os.RemoveAll(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

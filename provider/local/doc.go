@@ -35,5 +35,9 @@
 // Options.KillGrace) so that backgrounded grandchildren die too; the
 // conformance suite proves it. Each command also carries CORRAL_SANDBOX_ID,
 // so Destroy can find and kill processes that an earlier corral process
-// started in the same sandbox (on Linux, by reading /proc).
+// started in the same sandbox (on Linux, by reading /proc). That scan is
+// skipped only for a directory that carries the idle mark (the extended
+// attribute user.corral.idle), which Create and Fork set on a directory they
+// have just made and every corral process removes before it starts the first
+// command there; a file system without user xattrs is always scanned.
 package local

@@ -61,6 +61,7 @@ func (h *handle) Fork(ctx context.Context) (sandbox.Handle, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, sandbox.Wrap(sandbox.Internal, "local.fork", h.id, err)
 	}
+	markIdle(dir)
 	if err := copyTree(ctx, h.id, dir); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, sandbox.Wrap(sandbox.Internal, "local.fork", h.id, err)

@@ -135,6 +135,7 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 			}
 			return nil, sandbox.Wrap(sandbox.Internal, "local.create", dir, err)
 		}
+		markIdle(dir) // nothing can have run in a directory made just now
 	}
 	if opts.SourceDir != "" {
 		if err := copyTree(ctx, opts.SourceDir, dir); err != nil {
@@ -230,7 +231,13 @@ func (p *Provider) destroy(ctx context.Context, dir string, owned bool) error {
 	if st != nil {
 		st.killAll(ctx, p)
 	}
-	killByMarker(ctx, dir, p.opts.KillGrace, p.log)
+	// The idle mark proves that no corral process ever started a command
+	// here, so no process can carry the marker; otherwise scan, since a
+	// command may have left its process group (setsid) or an earlier
+	// corral process may have started it.
+	if !isIdle(dir) {
+		killByMarker(ctx, dir, p.opts.KillGrace, p.log)
+	}
 	if !owned {
 		return nil
 	}
@@ -255,6 +262,22 @@ type state struct {
 	mu    sync.Mutex
 	env   map[string]string
 	procs map[*proc]struct{}
+	ran   bool // this process has removed the directory's idle mark
+}
+
+// markRan removes the directory's idle mark before the first command this
+// process starts in it, so that Destroy (in any process) scans for it.
+func (s *state) markRan(dir string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ran {
+		return nil
+	}
+	if err := markRan(dir); err != nil {
+		return err
+	}
+	s.ran = true
+	return nil
 }
 
 func (s *state) setEnv(vars map[string]string) {
@@ -268,13 +291,28 @@ func (s *state) setEnv(vars map[string]string) {
 func (s *state) track(pr *proc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A finished command whose group is empty (kill(-pgid, 0) says ESRCH)
+	// is forgotten. One whose group still holds zombies (an init that reaps
+	// late) costs a /proc scan to judge, so those are judged only once
+	// many have piled up.
 	for old := range s.procs {
-		if old.finished() && !groupAlive(old.pgid) {
+		if old.finished() && !groupMember(old.pgid) {
 			delete(s.procs, old)
+		}
+	}
+	if len(s.procs) >= trackScanAt {
+		for old := range s.procs {
+			if old.finished() && !groupAlive(old.pgid) {
+				delete(s.procs, old)
+			}
 		}
 	}
 	s.procs[pr] = struct{}{}
 }
+
+// trackScanAt is how many tracked commands make track scan /proc for the
+// finished ones whose groups hold only zombies.
+const trackScanAt = 64
 
 func (s *state) killAll(ctx context.Context, p *Provider) {
 	s.mu.Lock()

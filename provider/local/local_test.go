@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -143,5 +144,56 @@ func TestDestroyKillsProcessesOfAnotherProvider(t *testing.T) {
 	}
 	if strings.Contains(h.ID(), "..") {
 		t.Fatal("unexpected id")
+	}
+}
+
+// TestDestroyOfIdleHandleKillsEscapedProcessOfAnotherProvider attacks the
+// idle shortcut: the handle that created the sandbox ran nothing, but a
+// second provider value (standing in for another corral process) resumed
+// it and started a process that left its process group with setsid. The
+// creator's Destroy must still find and kill it.
+func TestDestroyOfIdleHandleKillsEscapedProcessOfAnotherProvider(t *testing.T) {
+	if _, err := os.Stat("/proc/self/environ"); err != nil {
+		t.Skip("no /proc")
+	}
+	base := t.TempDir()
+	ctx := context.Background()
+	first := newProvider(t, local.Options{BaseDir: base, KillGrace: 500 * time.Millisecond})
+	h, err := first.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := newProvider(t, local.Options{BaseDir: base})
+	h2, err := second.Resume(ctx, h.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h2.Exec(ctx, sandbox.Command{Shell: "setsid sleep 60 </dev/null >/dev/null 2>&1 & echo $!"})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("start escaped process: %v %+v", err, res)
+	}
+	pid := strings.TrimSpace(string(res.Stdout))
+	alive := func() bool {
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			return false
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z'
+	}
+	if !alive() {
+		t.Fatalf("escaped process %s is not running", pid)
+	}
+	if err := h.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	left := 0
+	if alive() {
+		left = 1
+		_ = exec.Command("kill", "-9", pid).Run()
+	}
+	t.Logf("escaped processes left after Destroy: %d of 1", left)
+	if left > 0 {
+		t.Errorf("process %s survived Destroy of the idle-looking handle", pid)
 	}
 }

@@ -103,6 +103,10 @@ func (h *handle) start(ctx context.Context, op string, cmd sandbox.Command, with
 		}
 		c.Stdin = stdinR
 	}
+	if err := h.st.markRan(h.id); err != nil {
+		closeAll(stdoutR, stdoutW, stderrR, stderrW, stdinR, pr.stdin)
+		return nil, sandbox.Wrap(sandbox.Internal, op, h.id, err)
+	}
 	if err := c.Start(); err != nil {
 		closeAll(stdoutR, stdoutW, stderrR, stderrW, stdinR, pr.stdin)
 		return nil, sandbox.Wrap(sandbox.Internal, op, h.id, err)
@@ -204,6 +208,16 @@ func killGroup(ctx context.Context, pgid int, sig syscall.Signal, grace time.Dur
 	if sig == 0 {
 		sig = syscall.SIGTERM
 	}
+	// The leader's descendants, found before the signal scatters them, are
+	// the members the wait watches one by one (see waitGroupGone).
+	var known []int
+	select {
+	case <-leaderDone:
+	default:
+		if sig == syscall.SIGTERM || sig == syscall.SIGKILL {
+			known = descendants(pgid)
+		}
+	}
 	if err := syscall.Kill(-pgid, sig); err != nil {
 		if errors.Is(err, syscall.ESRCH) {
 			return nil
@@ -213,13 +227,13 @@ func killGroup(ctx context.Context, pgid int, sig syscall.Signal, grace time.Dur
 	if sig != syscall.SIGTERM && sig != syscall.SIGKILL {
 		return nil
 	}
-	if sig == syscall.SIGTERM && waitGroupGone(ctx, pgid, grace, leaderDone) {
+	if sig == syscall.SIGTERM && waitGroupGone(ctx, pgid, grace, leaderDone, &known) {
 		return nil
 	}
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
-	if waitGroupGone(ctx, pgid, 5*time.Second, leaderDone) {
+	if waitGroupGone(ctx, pgid, 5*time.Second, leaderDone, &known) {
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -231,7 +245,16 @@ func killGroup(ctx context.Context, pgid int, sig syscall.Signal, grace time.Dur
 // waitGroupGone polls until the group has no live member, up to limit.
 // Until the leader (our child) is reaped the group counts as alive, which
 // is right: it is.
-func waitGroupGone(ctx context.Context, pgid int, limit time.Duration, leaderDone <-chan struct{}) bool {
+//
+// After that the group is gone once kill(-pgid, 0) fails with ESRCH. A
+// zombie keeps that from happening until its new parent reaps it (which
+// some inits do only every few seconds), so the wait also watches the
+// members it knows (*known: the leader's descendants at the signal, and
+// the live members the last scan found) by their /proc stat lines, and
+// scans all of /proc (groupLive, which skips zombies) only when every known
+// member is dead: that scan finds members that had left the leader's tree
+// (orphans of a subshell) and decides.
+func waitGroupGone(ctx context.Context, pgid int, limit time.Duration, leaderDone <-chan struct{}, known *[]int) bool {
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	select {
@@ -241,8 +264,17 @@ func waitGroupGone(ctx context.Context, pgid int, limit time.Duration, leaderDon
 	case <-ctx.Done():
 		return false
 	}
-	interval := 100 * time.Microsecond
-	for groupAlive(pgid) {
+	interval, scanGap := 20*time.Microsecond, time.Duration(0)
+	var lastScan time.Time
+	for groupMember(pgid) {
+		if *known = liveAmong(pgid, *known); len(*known) == 0 {
+			if now := time.Now(); now.Sub(lastScan) >= scanGap {
+				if *known = groupLive(pgid); len(*known) == 0 {
+					return true
+				}
+				lastScan, scanGap = now, min(max(2*scanGap, time.Millisecond), 20*time.Millisecond)
+			}
+		}
 		select {
 		case <-time.After(interval):
 		case <-deadline.C:
@@ -250,9 +282,15 @@ func waitGroupGone(ctx context.Context, pgid int, limit time.Duration, leaderDon
 		case <-ctx.Done():
 			return false
 		}
-		interval = min(2*interval, 20*time.Millisecond)
+		interval = min(2*interval, time.Millisecond)
 	}
 	return true
+}
+
+// groupMember reports whether process group pgid has any member, zombies
+// included.
+func groupMember(pgid int) bool {
+	return !errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
 }
 
 func (pr *proc) closeReaders() { closeAll(pr.stdout, pr.stderr) }

@@ -11,7 +11,9 @@
 // each path lexically (InvalidArgument) and maps it under Options.Root, and
 // the script then resolves symbolic links with sandbox.ShellPathGuard,
 // rejecting any path that leaves the root with PermissionDenied before it
-// reads or writes anything. Paths travel as positional parameters, never as
+// reads or writes anything. (WriteFile's common case, an existing parent and
+// a target that is no link, applies the same rule with cd -P, which leaves
+// the parent's physical path in $PWD without starting a process.) Paths travel as positional parameters, never as
 // shell text. Operations on a link itself (Lstat, RemoveAll, both sides of
 // Rename) leave the final element unresolved.
 //
@@ -121,7 +123,37 @@ exec cat "$p"
 
 	// writeScript writes stdin to a temporary file next to the target and
 	// renames it into place, keeping the mode of a file it replaces.
-	writeScript = prelude + resolve("p", 2, true) + `[ -d "$p" ] && exit 92
+	//
+	// Its fast path serves the common case, an existing parent directory
+	// and a target that is not a symbolic link, with shell builtins for the
+	// guard: cd -P resolves every link of the root and of the parent and
+	// leaves the physical path in $PWD (no readlink, no command
+	// substitution), and the parent must be the root or below it, as
+	// ShellPathGuard demands. Then cat, mv and, when a file is replaced,
+	// one stat of both files are all the processes it starts (chmod only
+	// when the modes differ). Anything else takes the general path below.
+	writeScript = `if [ -d "${2%/*}/" ] && [ ! -L "$2" ] && cd -P -- "$1" 2>/dev/null; then
+  r=$PWD b=${2##*/}
+  if cd -P -- "${2%/*}/" 2>/dev/null; then
+    case "$PWD" in
+      "$r"|"$r"/*) ;;
+      *) echo ` + sandbox.ShellEscapeMarker + ` >&2; exit ` + strconv.Itoa(sandbox.ShellEscapeStatus) + ` ;;
+    esac
+    [ -d "./$b" ] && exit 92
+    t=./.corral-write.$$
+    trap 'rm -f "$t"' EXIT
+    trap 'exit 143' HUP INT TERM
+    cat > "$t" || exit $?
+    if [ -f "./$b" ]; then
+      set -- $(stat -c %a "./$b" "$t" 2>/dev/null)
+      [ -n "$1" ] && [ "$1" != "$2" ] && chmod "$1" "$t" 2>/dev/null
+    fi
+    mv -f "$t" "./$b" && trap - EXIT
+    exit
+  fi
+  cd /
+fi
+` + prelude + resolve("p", 2, true) + `[ -d "$p" ] && exit 92
 d=${p%/*}; [ -n "$d" ] || d=/
 if [ ! -d "$d" ]; then
   if [ -e "$d" ] || [ -L "$d" ]; then exit 91; fi

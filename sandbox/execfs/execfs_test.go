@@ -593,3 +593,58 @@ func TestUnixMode(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteStartsFewProcesses counts the programs one WriteFile runs under
+// the host's sh, through logging wrappers on PATH: the fast path's guard
+// is shell builtins, so a new file costs cat and mv, and a replaced one a
+// stat of both files more (chmod only when their modes differ). The
+// general path ran two readlinks, cat, stat, chmod and mv every time.
+func TestWriteStartsFewProcesses(t *testing.T) {
+	base := t.TempDir()
+	root, bin, log := filepath.Join(base, "ws"), filepath.Join(base, "bin"), filepath.Join(base, "log")
+	must(t, os.Mkdir(root, 0o755))
+	must(t, os.Mkdir(bin, 0o755))
+	for _, tool := range []string{"cat", "chmod", "mkdir", "mv", "readlink", "rm", "stat"} {
+		real, err := exec.LookPath(tool)
+		if err != nil {
+			t.Skipf("%s not on PATH", tool)
+		}
+		script := "#!/bin/sh\nprintf '%s\\n' " + tool + " >> " + sandbox.ShellQuote(log) + "\nexec " + sandbox.ShellQuote(real) + " \"$@\"\n"
+		must(t, os.WriteFile(filepath.Join(bin, tool), []byte(script), 0o755))
+	}
+	s := shell{name: "sh", sh: []string{"sh"}, env: []string{"PATH=" + bin}}
+	fsys := execfs.New(s.runner(), execfs.Options{Root: root, Provider: "test"})
+	ctx := context.Background()
+	ran := func() []string {
+		b, _ := os.ReadFile(log)
+		_ = os.Remove(log)
+		return strings.Fields(string(b))
+	}
+	for _, tc := range []struct {
+		what string
+		prep func()
+		want string
+		mode fs.FileMode
+	}{
+		{"new file", func() {}, "cat mv", 0o644},
+		{"replace", func() {}, "cat stat mv", 0o644},
+		{"replace, other mode", func() { must(t, os.Chmod(filepath.Join(root, "f"), 0o600)) }, "cat stat chmod mv", 0o600},
+	} {
+		tc.prep()
+		ran()
+		must(t, fsys.WriteFile(ctx, "f", []byte(tc.what)))
+		got := strings.Join(ran(), " ")
+		t.Logf("%s: programs run %q", tc.what, got)
+		if got != tc.want {
+			t.Errorf("%s: ran %q, want %q", tc.what, got, tc.want)
+		}
+		fi, err := os.Stat(filepath.Join(root, "f"))
+		must(t, err)
+		if fi.Mode().Perm() != tc.mode {
+			t.Errorf("%s: mode %v, want %v", tc.what, fi.Mode().Perm(), tc.mode)
+		}
+		if b, _ := os.ReadFile(filepath.Join(root, "f")); string(b) != tc.what {
+			t.Errorf("%s: content %q", tc.what, b)
+		}
+	}
+}

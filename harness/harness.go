@@ -68,9 +68,15 @@ type Request struct {
 	// Session is the agent session of the thread's previous run with this
 	// harness, to resume; empty starts fresh.
 	Session string
-	// Options are harness-specific settings. One key is common to the
-	// harnesses that ask for approvals: OptionApprovals.
+	// Options are harness-specific settings.
 	Options map[string]string
+	// Approvals are a person's answers to approval requests: approval id
+	// (sandbox.ApprovalID) → allowed. A run that needed an approval ends
+	// with an approval.requested event; the thread's next run passes the
+	// answer here, and the harnesses that ask for approvals resolve their
+	// policy with these decisions. Nil answers nothing. Harnesses read it,
+	// never write it.
+	Approvals map[string]bool
 	// WorkspaceRoot is the real path of the workspace inside the sandbox
 	// (the handle's WorkspaceRoot): the cwd a CLI must be told when it takes
 	// one.
@@ -91,12 +97,6 @@ type Request struct {
 	// WriteFile.
 	RunDir string
 }
-
-// OptionApprovals is the Options key holding a person's answers to
-// approval requests: a JSON object of approval id (sandbox.ApprovalID) to
-// allowed. A run that needed an approval ends with an approval.requested
-// event; the next run passes the answer here.
-const OptionApprovals = "approvals"
 
 // Run identifies a run to its translator.
 type Run struct {

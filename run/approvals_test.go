@@ -1,38 +1,46 @@
 package run
 
 import (
-	"encoding/json"
+	"strings"
 	"testing"
 
-	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
-func TestMergeApprovals(t *testing.T) {
-	opts := map[string]string{"model": "m", harness.OptionApprovals: `{"a":false,"b":true}`}
-	got, err := mergeApprovals(opts, map[string]bool{"a": true, "c": false})
-	if err != nil {
-		t.Fatal(err)
+// TestCheckApprovals: approvals have one field; the option that once
+// carried them as JSON is refused by name, whatever its value, and the
+// run gets a copy of the answers.
+func TestCheckApprovals(t *testing.T) {
+	in := map[string]bool{"a": true, "c": false}
+	got, err := checkApprovals(map[string]string{"model": "m"}, in)
+	if err != nil || len(got) != 2 || !got["a"] || got["c"] {
+		t.Fatalf("checkApprovals = %v, %v", got, err)
 	}
-	var m map[string]bool
-	if err := json.Unmarshal([]byte(got[harness.OptionApprovals]), &m); err != nil {
-		t.Fatal(err)
+	in["a"] = false
+	if !got["a"] {
+		t.Error("the run's approvals share the caller's map")
 	}
-	if len(m) != 3 || !m["a"] || !m["b"] || m["c"] || got["model"] != "m" {
-		t.Errorf("merged = %v, options %v", m, got)
+	if got, err := checkApprovals(nil, nil); got != nil || err != nil {
+		t.Errorf("none: %v, %v", got, err)
 	}
-	if opts[harness.OptionApprovals] != `{"a":false,"b":true}` {
-		t.Error("the caller's options changed")
-	}
+	refused := 0
 	for _, c := range []struct {
+		name string
 		opts map[string]string
 		app  map[string]bool
 	}{
-		{map[string]string{harness.OptionApprovals: "[1]"}, map[string]bool{"a": true}},
-		{nil, map[string]bool{" ": true}},
+		{"option, valid JSON", map[string]string{"approvals": `{"a":true}`}, nil},
+		{"option, not JSON", map[string]string{"approvals": "[1]"}, nil},
+		{"option, empty", map[string]string{"approvals": ""}, map[string]bool{"a": true}},
+		{"empty id", nil, map[string]bool{" ": true}},
 	} {
-		if _, err := mergeApprovals(c.opts, c.app); sandbox.CodeOf(err) != sandbox.InvalidArgument {
-			t.Errorf("mergeApprovals(%v, %v) = %v, want InvalidArgument", c.opts, c.app, err)
+		_, err := checkApprovals(c.opts, c.app)
+		if sandbox.CodeOf(err) != sandbox.InvalidArgument || !strings.Contains(err.Error(), "approvals") {
+			t.Errorf("%s: %v, want InvalidArgument naming approvals", c.name, err)
+			continue
 		}
+		refused++
+		t.Logf("%s: %v", c.name, err)
 	}
+	t.Logf("%d of 4 bad inputs refused", refused)
 }

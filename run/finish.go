@@ -232,28 +232,9 @@ func (d *driver) afterRun(ctx context.Context, status store.RunStatus) {
 		}
 		return
 	}
-	if lc.SnapshotModeFor(d.def.Provider.Capabilities()) == sandbox.SnapshotAfterRun && d.handle.Capabilities().Snapshots {
-		snap, err := d.handle.Snapshot(ctx, "after-run-"+d.run.ID)
-		if err != nil {
-			d.r.log.Warn("run: snapshot after the run failed", "run", d.run.ID, "err", err)
-			return
-		}
-		key := d.def.KeyFor(d.run.ThreadID, d.run.ID, d.run.Tenant)
-		inst, ok, err := d.r.store.GetInstance(ctx, key)
-		if err != nil || !ok || inst.ProviderSandboxID != d.handle.ID() {
-			return
-		}
-		old := inst.LatestSnapshotID
-		inst.LatestSnapshotID = snap.ID
-		inst.UpdatedAt = time.Time{}
-		if err := d.r.store.PutInstance(ctx, inst); err != nil {
-			d.r.log.Warn("run: recording the after-run snapshot failed", "run", d.run.ID, "err", err)
-			return
-		}
-		if old != "" && old != snap.ID {
-			if err := d.def.Provider.DeleteSnapshot(ctx, old); err != nil {
-				d.r.log.Debug("run: deleting the superseded snapshot failed", "run", d.run.ID, "snapshot", old, "err", err)
-			}
-		}
+	// The snapshot and its record are ensure's: it takes them under the
+	// key's lock, like every other write of the instance record.
+	if _, _, err := d.r.ensure.SnapshotAfterRun(ctx, d.def, req, d.handle); err != nil {
+		d.r.log.Warn("run: snapshot after the run failed", "run", d.run.ID, "err", err)
 	}
 }

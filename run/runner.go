@@ -188,8 +188,9 @@ type StartRequest struct {
 	Options    map[string]string
 	// Approvals answers approval.requested events of the thread's earlier
 	// runs: approval id (sandbox.ApprovalID) → allowed. The harness gets
-	// them as Options[harness.OptionApprovals], merged over an answer of
-	// the same id given there.
+	// them as harness.Request.Approvals. They are given here only: an
+	// Options key "approvals" (the JSON the harnesses once decoded each on
+	// their own) is refused with InvalidArgument.
 	Approvals map[string]bool
 }
 
@@ -213,13 +214,11 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 	if !ok {
 		return store.Run{}, sandbox.Errorf(sandbox.InvalidArgument, "run.start", req.Harness, "unknown harness")
 	}
-	if len(req.Approvals) > 0 {
-		opts, err := mergeApprovals(req.Options, req.Approvals)
-		if err != nil {
-			return store.Run{}, err
-		}
-		req.Options = opts
+	approvals, err := checkApprovals(req.Options, req.Approvals)
+	if err != nil {
+		return store.Run{}, err
 	}
+	req.Approvals = approvals
 	if req.Thread == "" {
 		req.Thread = NewID("thread")
 	}
@@ -248,30 +247,28 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 	return claimed, nil
 }
 
-// mergeApprovals returns a copy of options whose OptionApprovals holds
-// approvals merged over what it held.
-func mergeApprovals(options map[string]string, approvals map[string]bool) (map[string]string, error) {
-	merged := map[string]bool{}
-	if s := options[harness.OptionApprovals]; s != "" {
-		if err := json.Unmarshal([]byte(s), &merged); err != nil {
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "run.start", harness.OptionApprovals, "option approvals: want a JSON object of approval id to true or false: %v", err)
-		}
+// retiredOptionApprovals is the Options key that once carried approvals
+// as JSON; StartRequest.Approvals carries them now.
+const retiredOptionApprovals = "approvals"
+
+// checkApprovals refuses approvals given as an option (they have one
+// field: StartRequest.Approvals) and empty approval ids, and returns a
+// copy of approvals the caller cannot change under the run.
+func checkApprovals(options map[string]string, approvals map[string]bool) (map[string]bool, error) {
+	if _, ok := options[retiredOptionApprovals]; ok {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "run.start", retiredOptionApprovals,
+			"option %q is not accepted: give approval answers as approvals (the API's \"approvals\" field, the CLI's --approve and --deny)", retiredOptionApprovals)
 	}
+	if len(approvals) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]bool, len(approvals))
 	for id, ok := range approvals {
 		if strings.TrimSpace(id) == "" {
 			return nil, sandbox.Errorf(sandbox.InvalidArgument, "run.start", "approvals", "empty approval id")
 		}
-		merged[id] = ok
+		out[id] = ok
 	}
-	b, err := json.Marshal(merged)
-	if err != nil {
-		return nil, sandbox.Wrap(sandbox.Internal, "run.start", "approvals", err)
-	}
-	out := make(map[string]string, len(options)+1)
-	for k, v := range options {
-		out[k] = v
-	}
-	out[harness.OptionApprovals] = string(b)
 	return out, nil
 }
 

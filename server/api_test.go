@@ -394,6 +394,8 @@ func TestBadInput(t *testing.T) {
 			400, "InvalidArgument", "not a valid run request"},
 		{"empty approval id", request{Method: "POST", Path: "/v1/runs", Body: `{"prompt":"echo hi","approvals":{"":true}}`},
 			400, "InvalidArgument", "empty approval id"},
+		{"approvals as an option", request{Method: "POST", Path: "/v1/runs", Body: `{"prompt":"echo hi","options":{"approvals":"{\"a\":true}"}}`},
+			400, "InvalidArgument", "is not accepted: give approval answers as approvals"},
 		{"approvals not booleans", request{Method: "POST", Path: "/v1/runs", Body: `{"prompt":"echo hi","approvals":{"a":"yes"}}`},
 			400, "InvalidArgument", "not a valid run request"},
 		{"unknown field", request{Method: "POST", Path: "/v1/runs", Body: `{"prompt":"echo hi","bogus":1}`},

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +24,8 @@ const askID = "local:command:deploy prod"
 func (asker) Name() string { return "asker" }
 
 func (asker) Prepare(_ context.Context, _ sandbox.Handle, req harness.Request) (harness.Invocation, error) {
-	var answers map[string]bool
-	if s := req.Options[harness.OptionApprovals]; s != "" {
-		if err := json.Unmarshal([]byte(s), &answers); err != nil {
-			return harness.Invocation{}, err
-		}
-	}
 	line := "ASK " + askID
-	if ok, given := answers[askID]; given {
+	if ok, given := req.Approvals[askID]; given {
 		line = map[bool]string{true: "ALLOWED ", false: "DENIED "}[ok] + askID
 	}
 	return harness.Invocation{Command: sandbox.Command{Args: []string{"echo", line}}}, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -33,5 +34,18 @@ func TestPrinterShowsApprovals(t *testing.T) {
 	want := "corral: approval needed: command curl *\ncorral:   answer in the thread's next run: --approve 'opencode:command:curl *' (or --deny)\n"
 	if errb.String() != want || out.Len() != 0 {
 		t.Errorf("stderr %q, stdout %q\nwant stderr %q", errb.String(), out.String(), want)
+	}
+}
+
+// TestRunRefusesApprovalsOption: approvals have one way in, --approve and
+// --deny; "--option approvals=…" is refused with a message naming the
+// option, whatever its value.
+func TestRunRefusesApprovalsOption(t *testing.T) {
+	for _, v := range []string{`{"a":true}`, "not json"} {
+		_, errOut, code := cli(t, nil, "run", "--store", "sqlite:"+filepath.Join(t.TempDir(), "s.db"), "--option", "approvals="+v, "--", "true")
+		if code == 0 || !strings.Contains(errOut, `option "approvals" is not accepted`) || !strings.Contains(errOut, "--approve") {
+			t.Errorf("--option approvals=%s: exit %d, stderr %q", v, code, errOut)
+		}
+		t.Logf("--option approvals=%s: exit %d, %s", v, code, strings.TrimSpace(errOut))
 	}
 }

@@ -2,7 +2,6 @@ package acp
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"path"
@@ -19,9 +18,6 @@ const Name = "acp"
 
 // Request.Options keys this harness reads.
 const (
-	// OptionApprovals is a JSON object of approval id → allowed: the
-	// answers to approval.requested events of earlier runs.
-	OptionApprovals = "approvals"
 	// OptionAuthMethod is an ACP authentication method id to authenticate
 	// with after initialize; the agent must advertise it.
 	OptionAuthMethod = "authMethod"
@@ -114,12 +110,6 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 	if req.RunDir == "" || !path.IsAbs(req.RunDir) {
 		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "the run needs an absolute private directory (Request.RunDir)")
 	}
-	decisions := map[string]bool{}
-	if s := req.Options[OptionApprovals]; s != "" {
-		if err := json.Unmarshal([]byte(s), &decisions); err != nil {
-			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, OptionApprovals, "not a JSON object of approval id to boolean: %v", err)
-		}
-	}
 	servers, err := resolveMCP(req)
 	if err != nil {
 		return harness.Invocation{}, err
@@ -154,7 +144,7 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 	}
 	sctx, cancel := context.WithCancel(h.base)
 	h.mu.Unlock()
-	s := &session{h: h, hd: hd, req: req, ctx: sctx, cancel: cancel, decisions: decisions, mcp: servers,
+	s := &session{h: h, hd: hd, req: req, ctx: sctx, cancel: cancel, decisions: req.Approvals, mcp: servers,
 		startTimeout: startTimeout, log: h.opts.Logger.With("run", req.RunID)}
 	if err := s.spawn(); err != nil {
 		cancel()

@@ -375,7 +375,7 @@ func TestTurnAskAndDeny(t *testing.T) {
 	t.Run("ApprovalGiven", func(t *testing.T) {
 		hd := newSandbox(t)
 		res := runTurn(t, newHarness(t), hd, harness.Request{Prompt: "p", Args: []string{bin}, Policy: policy,
-			Options: map[string]string{acp.OptionApprovals: `{"acp:command:echo hello": true}`}})
+			Approvals: map[string]bool{"acp:command:echo hello": true}})
 		tcs := toolCalls(t, res.events)
 		if tc := tcs["call-1"]; tc == nil || tc.isError || tc.result != "hello\n" {
 			t.Errorf("an approved command runs: %+v", tc)
@@ -576,7 +576,6 @@ func TestPrepareRefuses(t *testing.T) {
 		{"NoCommand", hd, harness.Request{RunDir: "/tmp/x"}, sandbox.InvalidArgument},
 		{"NoRunDir", hd, harness.Request{Args: []string{"agent"}}, sandbox.InvalidArgument},
 		{"NoWritableStdin", noStdin{hd}, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x"}, sandbox.Unimplemented},
-		{"BadApprovals", hd, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x", Options: map[string]string{acp.OptionApprovals: "[1]"}}, sandbox.InvalidArgument},
 		{"BadMCP", hd, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x", MCPServers: []sandbox.MCPServer{{Name: "x"}}}, sandbox.InvalidArgument},
 		{"BadStartTimeout", hd, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x", Options: map[string]string{acp.OptionStartTimeout: "soon"}}, sandbox.InvalidArgument},
 	}

@@ -80,8 +80,8 @@ func TestPolicyAtTheBoundary(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := runTurn(t, newHarness(t), hd, harness.Request{Prompt: "clean up", Args: args,
-			Policy:  &sandbox.Policy{Commands: sandbox.CommandRules{Ask: []string{"rm *"}}, FileWrite: sandbox.Deny, Default: sandbox.Allow},
-			Options: map[string]string{acp.OptionApprovals: `{"acp:command:rm README.md": true}`}})
+			Policy:    &sandbox.Policy{Commands: sandbox.CommandRules{Ask: []string{"rm *"}}, FileWrite: sandbox.Deny, Default: sandbox.Allow},
+			Approvals: map[string]bool{"acp:command:rm README.md": true}})
 		if tc := toolCalls(t, res.events)["call-1"]; tc == nil || tc.isError {
 			t.Errorf("the approved command runs: %+v", tc)
 		}

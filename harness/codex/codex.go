@@ -74,7 +74,7 @@
 // refuses every MCP tool call ("MCP tool call requires approval") unless
 // the server's default_tools_approval_mode is "approve". A server whose
 // tools the policy allows (no policy, a default of allow, or an answer for
-// approval id "codex:tool:mcp__NAME" in Options["approvals"]) gets it;
+// approval id "codex:tool:mcp__NAME" in Request.Approvals) gets it;
 // calls to any other server are refused by codex itself (an error result).
 // When the policy asks (default ask, no answer yet), the harness writes a
 // corral.mcp_ask line naming those servers before codex starts, and a

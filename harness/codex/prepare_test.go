@@ -542,19 +542,19 @@ func TestMCPToolsAllowed(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		policy    *sandbox.Policy
-		approvals string
+		approvals map[string]bool
 		want      bool
 	}{
-		{"NoPolicy", nil, "", true},
-		{"DefaultAllow", &sandbox.Policy{Default: sandbox.Allow}, "", true},
-		{"DefaultDeny", &sandbox.Policy{Default: sandbox.Deny}, "", false},
-		{"AskUnanswered", &sandbox.Policy{Default: sandbox.Ask}, "", false},
-		{"AskApproved", &sandbox.Policy{Default: sandbox.Ask}, `{"codex:tool:mcp__docs":true}`, true},
-		{"AskDenied", &sandbox.Policy{Default: sandbox.Ask}, `{"codex:tool:mcp__docs":false}`, false},
-		{"AnswerForAnotherServer", &sandbox.Policy{Default: sandbox.Ask}, `{"codex:tool:mcp__other":true}`, false},
+		{"NoPolicy", nil, nil, true},
+		{"DefaultAllow", &sandbox.Policy{Default: sandbox.Allow}, nil, true},
+		{"DefaultDeny", &sandbox.Policy{Default: sandbox.Deny}, nil, false},
+		{"AskUnanswered", &sandbox.Policy{Default: sandbox.Ask}, nil, false},
+		{"AskApproved", &sandbox.Policy{Default: sandbox.Ask}, map[string]bool{"codex:tool:mcp__docs": true}, true},
+		{"AskDenied", &sandbox.Policy{Default: sandbox.Ask}, map[string]bool{"codex:tool:mcp__docs": false}, false},
+		{"AnswerForAnotherServer", &sandbox.Policy{Default: sandbox.Ask}, map[string]bool{"codex:tool:mcp__other": true}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			req := harness.Request{Policy: c.policy, Options: map[string]string{harness.OptionApprovals: c.approvals}}
+			req := harness.Request{Policy: c.policy, Approvals: c.approvals}
 			if got := toolsDecision(req, "docs").Decision == sandbox.Allow; got != c.want {
 				t.Errorf("allowed = %v, want %v", got, c.want)
 			}

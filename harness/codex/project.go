@@ -3,7 +3,6 @@ package codex
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"path"
 	"regexp"
 	"strings"
@@ -140,7 +139,7 @@ func planMCP(req harness.Request) (mcpPlan, error) {
 // toolsDecision is the policy's decision on the tools of MCP server name:
 // allow without a policy, else the decision on approval id
 // "codex:tool:mcp__NAME" (the policy's default, or an answer in
-// Options["approvals"]); NeedsApproval when it asks and nobody answered
+// Request.Approvals); NeedsApproval when it asks and nobody answered
 // yet. Codex runs with approval_policy "never", under which it refuses
 // every MCP tool call ("MCP tool call requires approval") unless the
 // server's default_tools_approval_mode is "approve".
@@ -148,9 +147,7 @@ func toolsDecision(req harness.Request, name string) sandbox.Resolution {
 	if req.Policy == nil {
 		return sandbox.Resolution{Decision: sandbox.Allow}
 	}
-	var decisions map[string]bool
-	_ = json.Unmarshal([]byte(req.Options[harness.OptionApprovals]), &decisions)
-	return req.Policy.Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: sandbox.ApproveTool, Target: "mcp__" + name}, req.Scripts, decisions)
+	return req.Policy.Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: sandbox.ApproveTool, Target: "mcp__" + name}, req.Scripts, req.Approvals)
 }
 
 // toml writes the servers as config.toml tables.

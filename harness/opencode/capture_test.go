@@ -39,7 +39,7 @@ func TestCaptureFixtures(t *testing.T) {
 		name      string
 		script    fakemodel.Script
 		policy    *sandbox.Policy
-		approvals string
+		approvals map[string]bool
 		kill      string
 		write     bool // the script writes notes.txt with the write tool
 		resume    bool
@@ -55,7 +55,7 @@ func TestCaptureFixtures(t *testing.T) {
 			policy: &sandbox.Policy{Default: sandbox.Allow, Commands: sandbox.CommandRules{Ask: []string{"echo *"}}}},
 		{name: "approved", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "done"),
 			policy:    &sandbox.Policy{Default: sandbox.Allow, Commands: sandbox.CommandRules{Ask: []string{"echo *"}}},
-			approvals: `{"opencode:command:echo hello > made.txt":true}`},
+			approvals: map[string]bool{"opencode:command:echo hello > made.txt": true}},
 		{name: "denied", script: fakemodel.RunCommandThenSay("rm README.md", "not allowed"),
 			policy: &sandbox.Policy{Default: sandbox.Allow, Commands: sandbox.CommandRules{Deny: []string{"rm *"}}}},
 		{name: "edit-asked", write: true, policy: &sandbox.Policy{Default: sandbox.Allow, FileWrite: sandbox.Ask}},
@@ -104,7 +104,7 @@ func TestCaptureFixtures(t *testing.T) {
 			}
 			req := harness.Request{Run: harness.Run{RunID: "capture"}, Prompt: "do it", Model: fakemodel.ModelID, Secrets: secrets, Policy: policy,
 				Env: xdgEnv(t), RunDir: filepath.Join(t.TempDir(), "run.d"), WorkspaceRoot: ws,
-				Options: map[string]string{opencode.OptExecutable: bin, opencode.OptBaseURL: srv.OpenAIURL(), opencode.OptApprovals: c.approvals}}
+				Options: map[string]string{opencode.OptExecutable: bin, opencode.OptBaseURL: srv.OpenAIURL()}, Approvals: c.approvals}
 			if c.server {
 				req.Options[opencode.OptMode] = opencode.ModeServer
 			}

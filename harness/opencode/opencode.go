@@ -22,7 +22,7 @@
 //     OpenCode's own permission rules (allow, deny, ask), and a tool call
 //     that fails with OpenCode's "rejected permission" error is an ask: the
 //     translator adds a CUSTOM approval.requested event with a stable
-//     sandbox.ApprovalID. A decision given for that id (option "approvals")
+//     sandbox.ApprovalID. A decision given for that id (Request.Approvals)
 //     becomes a rule in the thread's next run.
 //
 // Server mode needs node in the sandbox (without it Prepare fails with
@@ -125,8 +125,6 @@
 //   - "executable": the opencode binary (default "opencode" on PATH).
 //   - "baseURL": an OpenAI-compatible endpoint (".../v1"), api-key auth.
 //   - "apiKeySecret": the secret holding the key for "baseURL".
-//   - "approvals": a JSON object of approval id → bool, the answers to
-//     earlier approval.requested events.
 //   - "mode": "run" (default) or "server" (see above).
 //
 // # Policy mapping
@@ -169,7 +167,6 @@ const (
 	OptExecutable   = "executable"
 	OptBaseURL      = "baseURL"
 	OptAPIKeySecret = "apiKeySecret"
-	OptApprovals    = "approvals"
 	OptMode         = "mode"
 )
 
@@ -224,12 +221,7 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	if mode != ModeRun && mode != ModeServer {
 		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "option mode: want %q or %q, not %q", ModeRun, ModeServer, mode)
 	}
-	var approvals map[string]bool
-	if a := opts[OptApprovals]; a != "" {
-		if err := json.Unmarshal([]byte(a), &approvals); err != nil {
-			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "option approvals: want a JSON object of approval id to true or false: %v", err)
-		}
-	}
+	approvals := req.Approvals
 	env := make(map[string]string, len(req.Env)+4)
 	for k, v := range req.Env {
 		env[k] = v

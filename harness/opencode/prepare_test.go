@@ -113,7 +113,6 @@ func TestPrepareErrors(t *testing.T) {
 		{"base URL without a model", func(r *harness.Request) { r.Model = "" }, sandbox.InvalidArgument},
 		{"missing secret", func(r *harness.Request) { r.Options[OptAPIKeySecret] = "NOPE_KEY" }, sandbox.FailedPrecondition},
 		{"bad secret name", func(r *harness.Request) { r.Options[OptAPIKeySecret] = "A=B" }, sandbox.InvalidArgument},
-		{"bad approvals", func(r *harness.Request) { r.Options[OptApprovals] = "[1]" }, sandbox.InvalidArgument},
 		{"host auth with base URL", func(r *harness.Request) { r.Auth = harness.AuthHost }, sandbox.InvalidArgument},
 	} {
 		t.Run(c.name, func(t *testing.T) {

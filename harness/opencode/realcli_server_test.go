@@ -81,8 +81,7 @@ func TestRealOpenCodeServerApproval(t *testing.T) {
 		t.Errorf("the asked command ran: result %q error %v files %q", s.result, s.isError, s.files)
 	}
 
-	opts := map[string]string{opencode.OptMode: opencode.ModeServer, opencode.OptApprovals: `{"` + want + `":true}`}
-	s = summarize(t, f.run(t, ctx, "t2", "make the file", opts))
+	s = summarize(t, f.runApproved(t, ctx, "t2", "make the file", serverMode, map[string]bool{want: true}))
 	if s.approval != nil || s.isError || s.last.Type != event.RunFinished || len(s.files) != 1 || s.files[0] != "made.txt" {
 		t.Errorf("approved run: approval %+v, result %q error %v, files %q, last %s", s.approval, s.result, s.isError, s.files, s.last.Type)
 	}

@@ -93,6 +93,12 @@ func newWorkspaceFixture(t *testing.T, script fakemodel.Script, policy *sandbox.
 
 func (f *fixture) run(t *testing.T, ctx context.Context, thread, prompt string, opts map[string]string) []event.Event {
 	t.Helper()
+	return f.runApproved(t, ctx, thread, prompt, opts, nil)
+}
+
+// runApproved is run with answers to earlier approval requests.
+func (f *fixture) runApproved(t *testing.T, ctx context.Context, thread, prompt string, opts map[string]string, approvals map[string]bool) []event.Event {
+	t.Helper()
 	o := map[string]string{}
 	for k, v := range f.opts {
 		o[k] = v
@@ -100,7 +106,7 @@ func (f *fixture) run(t *testing.T, ctx context.Context, thread, prompt string, 
 	for k, v := range opts {
 		o[k] = v
 	}
-	rec, err := f.r.Start(ctx, run.StartRequest{Definition: "d", Thread: thread, Harness: opencode.Name, Prompt: prompt, Model: fakemodel.ModelID, Options: o, Env: f.env})
+	rec, err := f.r.Start(ctx, run.StartRequest{Definition: "d", Thread: thread, Harness: opencode.Name, Prompt: prompt, Model: fakemodel.ModelID, Options: o, Approvals: approvals, Env: f.env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +246,7 @@ func TestRealOpenCodeApproval(t *testing.T) {
 
 	// Approved, a run (of a fresh thread, so the script starts over) runs
 	// it.
-	s = summarize(t, f.run(t, ctx, "t2", "make the file", map[string]string{opencode.OptApprovals: `{"` + want + `":true}`}))
+	s = summarize(t, f.runApproved(t, ctx, "t2", "make the file", nil, map[string]bool{want: true}))
 	if s.approval != nil || s.isError || s.last.Type != event.RunFinished || len(s.files) != 1 || s.files[0] != "made.txt" {
 		t.Errorf("approved run: approval %+v, result %q error %v, files %q, last %s", s.approval, s.result, s.isError, s.files, s.last.Type)
 	}

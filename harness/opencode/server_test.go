@@ -23,7 +23,7 @@ func TestPrepareServer(t *testing.T) {
 	req.Policy = &sandbox.Policy{Default: sandbox.Allow, Commands: sandbox.CommandRules{Ask: []string{"echo *"}, Deny: []string{"rm *"}}}
 	req.Options[OptExecutable] = "/opt/opencode"
 	req.Options[OptMode] = ModeServer
-	req.Options[OptApprovals] = `{"opencode:command:make deploy":true}`
+	req.Approvals = map[string]bool{"opencode:command:make deploy": true}
 	inv, err := Harness{}.Prepare(ctx, h, req)
 	if err != nil {
 		t.Fatal(err)

@@ -351,6 +351,68 @@ func (m *Manager) DestroyKey(ctx context.Context, p sandbox.Provider, key string
 	return nil
 }
 
+// SnapshotAfterRun records the state a run left behind: when def's
+// lifecycle asks for a snapshot after each run (and the provider and h can
+// take one), it snapshots h and points the key's record at the new
+// snapshot, then deletes the snapshot it superseded. All of it happens
+// under the key's lock, like every other write of the record, so a
+// concurrent Ensure, Destroy or reap never has its record overwritten with
+// a stale copy, and the record never names a snapshot that was deleted.
+//
+// It does nothing (and returns ok false) when the lifecycle asks for no
+// after-run snapshot, or when the record is gone or no longer names h's
+// sandbox — the sandbox was destroyed or replaced meanwhile, and a snapshot
+// of it would belong to nobody. A snapshot whose record could not be
+// written is deleted again. The record is written as a full replace of the
+// one read under the lock.
+func (m *Manager) SnapshotAfterRun(ctx context.Context, def *sandbox.Definition, req Request, h sandbox.Handle) (snap sandbox.Snapshot, ok bool, err error) {
+	const op = "ensure.snapshot-after-run"
+	if err := m.check(def, req); err != nil {
+		return sandbox.Snapshot{}, false, err
+	}
+	p := def.Provider
+	if def.Lifecycle.SnapshotModeFor(p.Capabilities()) != sandbox.SnapshotAfterRun || !p.Capabilities().Snapshots || !h.Capabilities().Snapshots {
+		return sandbox.Snapshot{}, false, nil
+	}
+	key := def.KeyFor(req.Thread, req.Run, req.Tenant)
+	lease, err := m.lock(ctx, key)
+	if err != nil {
+		return sandbox.Snapshot{}, false, err
+	}
+	defer release(lease)
+	rec, found, err := m.Instances.GetInstance(ctx, key)
+	if err != nil {
+		return sandbox.Snapshot{}, false, err
+	}
+	if !found || rec.ProviderSandboxID != h.ID() {
+		return sandbox.Snapshot{}, false, nil
+	}
+	snap, err = h.Snapshot(ctx, "after-run-"+req.Run)
+	if err != nil {
+		return sandbox.Snapshot{}, false, sandbox.Wrap(sandbox.CodeOf(err), op, key, err)
+	}
+	old := rec.LatestSnapshotID
+	rec.LatestSnapshotID, rec.UpdatedAt = snap.ID, m.now()
+	if err := m.Instances.PutInstance(ctx, rec); err != nil {
+		// The record still names the old snapshot; the new one would be
+		// an orphan nobody could restore or delete.
+		m.deleteSnapshot(ctx, p, key, snap.ID)
+		return sandbox.Snapshot{}, false, err
+	}
+	if old != "" && old != snap.ID {
+		m.deleteSnapshot(ctx, p, key, old)
+	}
+	return snap, true, nil
+}
+
+func (m *Manager) deleteSnapshot(ctx context.Context, p sandbox.Provider, key, id string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := p.DeleteSnapshot(dctx, id); err != nil {
+		m.log().Warn("ensure: deleting a superseded snapshot failed", "key", key, "snapshot", id, "err", err)
+	}
+}
+
 // ReapIdle enforces Lifecycle.KeepAlive for def: every instance of def
 // whose record was last used more than KeepAlive ago, and that busy does
 // not report as in use, has its sandbox destroyed. The record stays, with

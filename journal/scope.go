@@ -109,7 +109,12 @@ cs_scan() {
   done
 }
 cs_members() {
-  cs_all=" " cs_ids=" $cs_seedids " cs_other=" "
+  cs_all=" " cs_ids=" " cs_other=" "
+  # The wrapper's pid counts only while it is the wrapper (its start time
+  # is T0): once it exited, its pid may belong to anyone.
+  for cs_p in $cs_seedids; do
+    cs_stat /proc/$cs_p/stat && [ "$cs_start" = "$cs_t0" ] && cs_ids="$cs_ids$cs_p "
+  done
   if [ -n "$cs_nulok" ]; then
     # Each environment entry is a NUL-terminated line: the marker must be
     # a whole entry (a run whose token is a prefix of another's must not

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/d10ffeed/corral/sandbox"
 )
 
 // corralBin is the CLI built once for the tests that run it as a process.
@@ -124,8 +126,8 @@ func TestProvidersJSON(t *testing.T) {
 			if !r.Capabilities["killableProcesses"] || r.Capabilities["snapshots"] {
 				t.Errorf("local capabilities %v", r.Capabilities)
 			}
-			if len(r.Capabilities) != 11 {
-				t.Errorf("want 11 capability flags, got %d", len(r.Capabilities))
+			if len(r.Capabilities) != len(sandbox.CapabilityNames) {
+				t.Errorf("want %d capability flags, got %d", len(sandbox.CapabilityNames), len(r.Capabilities))
 			}
 		}
 	}

@@ -36,7 +36,7 @@ type Section struct {
 // required.
 func (s *Section) Provider(o registry.BuildOptions) (sandbox.Provider, error) {
 	if s.Image == "" {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", "", "provider.docker.image is required for the docker provider")
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "docker.config", "", "provider.docker.image is required for the docker provider")
 	}
 	return New(Options{
 		Image: s.Image, Host: s.Host, Workdir: s.Workdir, Network: s.Network, Memory: int64(s.Memory),

@@ -37,7 +37,9 @@ func init() {
 			lastCloud = s
 			return s, registry.Decode(n, "provider.cloud", s)
 		},
-		Open: func(registry.Values, registry.OpenOptions) (sandbox.Provider, error) { return local.New(local.Options{}) },
+		Open: func(registry.Values, registry.OpenOptions) (sandbox.Provider, error) {
+			return local.New(local.Options{})
+		},
 	})
 }
 

@@ -6,29 +6,33 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
-	"github.com/d10ffeed/corral/provider/docker"
-	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
 // DefaultID is the definition id when the file sets none.
 const DefaultID = "default"
 
-// ProviderNames lists the providers a config can name.
-func ProviderNames() []string { return []string{docker.Name, local.Name} }
+// DefaultProvider is the provider a file that names none gets.
+const DefaultProvider = "local"
+
+// ProviderNames lists the providers a config can name: those registered
+// with provider/registry.
+func ProviderNames() []string { return registry.Names() }
 
 // BuildOptions tune Definition.
 type BuildOptions struct {
 	// Logger is handed to the provider.
 	Logger *slog.Logger
-	// OnPull receives the docker provider's image pull steps (e.g. to
-	// print them); nil drops them.
-	OnPull func(docker.PullProgress)
 	// Getenv reads host environment variables for secrets; default
 	// os.LookupEnv.
 	Getenv func(string) (string, bool)
+	// Progress receives the provider's preparation steps (an image pull,
+	// layer by layer); nil drops them.
+	Progress func(step string)
 }
 
 // Definition builds the sandbox definition the file describes, including
@@ -42,7 +46,7 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 	fail := func(format string, args ...any) error {
 		return sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, format, args...)
 	}
-	p, err := f.provider(o)
+	p, err := f.provider(o.Logger, o.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -129,28 +133,23 @@ func (f *File) rel(p string) string {
 	return filepath.Join(filepath.Dir(f.path), p)
 }
 
-func (f *File) provider(bo BuildOptions) (sandbox.Provider, error) {
-	log := bo.Logger
+func (f *File) provider(log *slog.Logger, progress func(string)) (sandbox.Provider, error) {
 	name := f.Provider.Name
 	if name == "" {
-		name = local.Name
+		name = DefaultProvider
 	}
-	switch name {
-	case local.Name:
-		o := f.Provider.Local
-		return local.New(local.Options{Dir: f.rel(o.Dir), BaseDir: f.rel(o.BaseDir), ScrubEnv: o.ScrubEnv, Logger: log})
-	case docker.Name:
-		o := f.Provider.Docker
-		if o.Image == "" {
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, "provider.docker.image is required for the docker provider")
+	e, ok := registry.Lookup(name)
+	if !ok {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, "provider.name: unknown provider %q (known: %s)", name, strings.Join(registry.Names(), ", "))
+	}
+	c := f.Provider.Sections[name]
+	if c == nil {
+		var err error
+		if c, err = e.Section(nil); err != nil {
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, "provider.%s: %v", name, err)
 		}
-		return docker.New(docker.Options{
-			Image: o.Image, Host: o.Host, Workdir: o.Workdir, Network: o.Network, Memory: int64(o.Memory),
-			CPUs: float64(o.CPUs), PidsLimit: int64(o.PidsLimit), User: o.User, Ports: o.Ports, ExtraHosts: o.ExtraHosts, Logger: log,
-			Pull: docker.PullPolicy(o.Pull), OnPull: bo.OnPull,
-		})
 	}
-	return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, "provider.name: unknown provider %q (known: docker, local)", name)
+	return c.Provider(registry.BuildOptions{Logger: log, Rel: f.rel, Progress: progress})
 }
 
 func timeOf(d Duration) time.Duration { return time.Duration(d) }

@@ -4,9 +4,12 @@
 // and lifecycle).
 //
 // Unknown keys and bad values are errors that name the key and the line.
-// Docker sandboxes are limited by default (memory 2g without swap, 2 CPUs,
-// 1024 processes; see provider/docker): memory, cpus and pidsLimit raise or
-// lower each limit, and 0 or "unlimited" removes it.
+// The provider section's keys belong to the providers: each registers its
+// section with provider/registry, and config imports no provider (a binary
+// links the providers it wants, see cmd/corral/providers_all.go). Docker
+// sandboxes, for instance, are limited by default (memory 2g without swap,
+// 2 CPUs, 1024 processes; see provider/docker): memory, cpus and pidsLimit
+// raise or lower each limit, and 0 or "unlimited" removes it.
 // Secret values never appear in the file: each secret names the host
 // environment variable that holds it.
 //
@@ -47,7 +50,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/d10ffeed/corral/provider/docker"
+	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -65,38 +68,44 @@ type File struct {
 	secretsAt []secretAt // for errors
 }
 
-// Provider chooses and configures the provider.
+// Provider chooses and configures the provider: its name, and one section
+// per provider keyed by the name it registered under (provider.docker,
+// provider.local, ...; see provider/registry). Each section is decoded by
+// its provider when the file is parsed, with line-numbered errors, even
+// when another provider is chosen.
 type Provider struct {
-	Name   string        `yaml:"name"`
-	Local  LocalOptions  `yaml:"local"`
-	Docker DockerOptions `yaml:"docker"`
+	Name string
+	// Sections are the decoded sections, by provider name.
+	Sections map[string]registry.Config
 }
 
-// LocalOptions configure the local provider.
-type LocalOptions struct {
-	Dir      string   `yaml:"dir"`
-	BaseDir  string   `yaml:"baseDir"`
-	ScrubEnv []string `yaml:"scrubEnv"`
-}
-
-// DockerOptions configure the docker provider.
-type DockerOptions struct {
-	Image   string `yaml:"image"`
-	Host    string `yaml:"host"`
-	Workdir string `yaml:"workdir"`
-	Network string `yaml:"network"`
-	// Memory, CPUs and PidsLimit are the container's limits; absent
-	// keeps the provider's default (2g, 2, 1024), 0 or "unlimited"
-	// removes the limit.
-	Memory     MemoryLimit `yaml:"memory"`
-	CPUs       CPULimit    `yaml:"cpus"`
-	PidsLimit  PidsLimit   `yaml:"pidsLimit"`
-	User       string      `yaml:"user"`
-	Ports      []int       `yaml:"ports"`
-	ExtraHosts []string    `yaml:"extraHosts"`
-	// Pull is the image pull policy: missing (absent: the default),
-	// always or never.
-	Pull PullPolicy `yaml:"pull"`
+// UnmarshalYAML reads the name and hands each section to the provider
+// registered under its key.
+func (p *Provider) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: provider: want a mapping (name, and a section per provider)", n.Line)
+	}
+	p.Sections = map[string]registry.Config{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Value == "name" {
+			if v.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: provider.name: want a provider name (%s)", v.Line, strings.Join(registry.Names(), ", "))
+			}
+			p.Name = v.Value
+			continue
+		}
+		e, ok := registry.Lookup(k.Value)
+		if !ok {
+			return fmt.Errorf("line %d: provider: unknown key %q (want name, or a section of a provider: %s)", k.Line, k.Value, strings.Join(registry.Names(), ", "))
+		}
+		c, err := e.Section(v)
+		if err != nil {
+			return err
+		}
+		p.Sections[k.Value] = c
+	}
+	return nil
 }
 
 // Workspace is the workspace section.
@@ -378,66 +387,4 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*d = Duration(v)
 	return nil
-}
-
-// PullPolicy is provider.docker.pull: missing, always or never
-// (docker.PullPolicy). Absent is missing.
-type PullPolicy string
-
-// UnmarshalYAML parses the policy.
-func (p *PullPolicy) UnmarshalYAML(n *yaml.Node) error {
-	v, err := docker.ParsePullPolicy(n.Value)
-	if err != nil || n.Kind != yaml.ScalarNode || strings.TrimSpace(n.Value) == "" {
-		return fmt.Errorf("line %d: provider.docker.pull: want missing, always or never, not %q", n.Line, n.Value)
-	}
-	*p = PullPolicy(v)
-	return nil
-}
-
-// MemoryLimit is a memory limit: a size such as 512m or 2g (powers of
-// 1024), or 0 or "unlimited" for none (docker.Unlimited). Absent is 0, the
-// provider's default.
-type MemoryLimit int64
-
-// UnmarshalYAML parses the limit.
-func (m *MemoryLimit) UnmarshalYAML(n *yaml.Node) error {
-	v, err := limit(n, "provider.docker.memory", docker.ParseMemory)
-	*m = MemoryLimit(v)
-	return err
-}
-
-// CPULimit is a CPU limit: a number of CPUs such as 2 or 0.5, or 0 or
-// "unlimited" for none (docker.Unlimited). Absent is 0, the provider's
-// default.
-type CPULimit float64
-
-// UnmarshalYAML parses the limit.
-func (c *CPULimit) UnmarshalYAML(n *yaml.Node) error {
-	v, err := limit(n, "provider.docker.cpus", docker.ParseCPUs)
-	*c = CPULimit(v)
-	return err
-}
-
-// PidsLimit is a process limit: a count such as 1024, or 0 or "unlimited"
-// for none (docker.Unlimited). Absent is 0, the provider's default.
-type PidsLimit int64
-
-// UnmarshalYAML parses the limit.
-func (p *PidsLimit) UnmarshalYAML(n *yaml.Node) error {
-	v, err := limit(n, "provider.docker.pidsLimit", docker.ParsePids)
-	*p = PidsLimit(v)
-	return err
-}
-
-// limit reads a scalar with parse; an explicit empty value is an error
-// (only an absent key keeps the default).
-func limit[T int64 | float64](n *yaml.Node, key string, parse func(string) (T, error)) (T, error) {
-	if n.Kind != yaml.ScalarNode || strings.TrimSpace(n.Value) == "" {
-		return 0, fmt.Errorf("line %d: %s: want a value, or 0 or unlimited for no limit", n.Line, key)
-	}
-	v, err := parse(n.Value)
-	if err != nil {
-		return 0, fmt.Errorf("line %d: %s: %v", n.Line, key, err)
-	}
-	return v, nil
 }

@@ -97,6 +97,10 @@ func TestErrorsNameKeyAndLine(t *testing.T) {
 		{"bad pids", "provider:\n  docker:\n    pidsLimit: [1]\n", []string{"line 3", "provider.docker.pidsLimit"}},
 		{"empty memory", "provider:\n  docker:\n    memory: \"\"\n", []string{"line 3", "provider.docker.memory", "0 or unlimited"}},
 		{"bad yaml", "id: [\n", []string{"line"}},
+		{"unknown docker key", "provider:\n  name: docker\n  docker:\n    image: x\n    imgae: y\n", []string{"line 5", "provider.docker", `unknown key "imgae"`}},
+		{"unknown local key", "provider:\n  local: {basedir: x}\n", []string{"line 2", "provider.local", `unknown key "basedir"`}},
+		{"unknown provider section", "provider:\n  name: vm\n  vm: {cpus: 2}\n", []string{"line 3", `unknown key "vm"`, "docker, local"}},
+		{"docker section not a mapping", "provider:\n  docker: node:22\n", []string{"line 2", "provider.docker", "mapping"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(tt.yaml))

@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/spf13/cobra"
 )
@@ -55,7 +54,7 @@ when corral itself fails.`,
 			return nil
 		},
 	}
-	pf.register(cmd)
+	pf.register(cmd, "local")
 	cmd.Flags().StringArrayVarP(&envs, "env", "e", nil, "set an environment variable `K=V` in the sandbox (repeatable)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the sandbox afterwards and print its id")
 	return cmd
@@ -77,20 +76,17 @@ func parseEnv(kvs []string) (map[string]string, error) {
 }
 
 func runExec(cmd *cobra.Command, pf *providerFlags, env map[string]string, keep bool, args []string) (code int, err error) {
-	p, err := openProvider(pf)
+	p, err := pf.open(true)
 	if err != nil {
 		return 0, err
 	}
+	defer closeProvider(p)
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if c, ok := p.(interface{ Close() error }); ok {
-		defer c.Close()
-	}
-	if pf.name == docker.Name && pf.image == "" {
-		return 0, errors.New("--image is required with --provider docker (pulled when absent; see --pull)")
-	}
-	h, err := p.Create(ctx, sandbox.CreateOptions{Env: env, Network: pf.networkMode()})
+	co := pf.createOptions()
+	co.Env = env
+	h, err := p.Create(ctx, co)
 	if err != nil {
 		return 0, err
 	}

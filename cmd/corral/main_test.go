@@ -3,12 +3,13 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"github.com/d10ffeed/corral/sandbox"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/d10ffeed/corral/sandbox"
 )
 
 // corralBin is the CLI built once for the tests that run it as a process.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/spf13/cobra"
 )
@@ -14,19 +15,22 @@ func newProvidersCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "providers",
-		Short: "List the sandbox providers, their default resource limits and capabilities",
+		Short: "List the sandbox providers this binary links, their default resource limits and capabilities",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			type row struct {
 				Name         string               `json:"name"`
 				Summary      string               `json:"summary"`
 				Capabilities sandbox.Capabilities `json:"capabilities"`
-				Limits       providerLimits       `json:"limits"`
+				Limits       registry.Limits      `json:"limits"`
 			}
 			var rows []row
-			for _, n := range providerNames() {
-				e := providers[n]
-				rows = append(rows, row{Name: n, Summary: e.summary, Capabilities: e.caps(), Limits: e.limits()})
+			for _, e := range registry.Entries() {
+				r := row{Name: e.Name, Summary: e.Summary, Capabilities: e.Capabilities()}
+				if e.Limits != nil {
+					r.Limits = e.Limits()
+				}
+				rows = append(rows, r)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {

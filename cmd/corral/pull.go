@@ -4,17 +4,16 @@ import (
 	"fmt"
 	"io"
 	"sync"
-
-	"github.com/d10ffeed/corral/provider/docker"
 )
 
-// pullPrinter returns an OnPull callback that prints each pull step (one
-// per layer state change, as the provider reports them) as a line on w.
-func pullPrinter(w io.Writer) func(docker.PullProgress) {
+// pullPrinter returns a progress callback that prints each step a provider
+// reports while it prepares (an image pull: one per layer state change) as
+// a line on w.
+func pullPrinter(w io.Writer) func(string) {
 	var mu sync.Mutex
-	return func(p docker.PullProgress) {
+	return func(step string) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(w, "corral: %s\n", p)
+		fmt.Fprintf(w, "corral: %s\n", step)
 	}
 }

@@ -36,8 +36,8 @@ func TestExecPullFlag(t *testing.T) {
 func TestPullPrinter(t *testing.T) {
 	var b strings.Builder
 	pr := pullPrinter(&b)
-	pr(docker.PullProgress{Image: "node:22", Registry: "docker.io", Status: "Pulling from library/node"})
-	pr(docker.PullProgress{Image: "node:22", Registry: "docker.io", Layer: "a1b2", Status: "Pull complete"})
+	pr(docker.PullProgress{Image: "node:22", Registry: "docker.io", Status: "Pulling from library/node"}.String())
+	pr(docker.PullProgress{Image: "node:22", Registry: "docker.io", Layer: "a1b2", Status: "Pull complete"}.String())
 	want := "corral: pull node:22: Pulling from library/node\ncorral: pull node:22 a1b2: Pull complete\n"
 	if b.String() != want {
 		t.Errorf("printed %q, want %q", b.String(), want)

@@ -1,78 +1,98 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
-	"github.com/d10ffeed/corral/provider/docker"
+	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/spf13/cobra"
 )
 
-// The sandbox commands manage corral's Docker sandboxes and snapshots
-// directly (the local provider's sandboxes are directories: see
-// "corral down" and the base directory).
+// The sandbox commands manage corral's sandboxes and snapshots directly,
+// for every provider that implements the operation (provider/registry's
+// management interfaces; rm, snapshot and fork are in the sandbox
+// contract). A provider without it fails with an Unimplemented error that
+// names the provider and the operation.
 func newSandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
-		Short: "List, remove, snapshot, fork and prune corral's Docker sandboxes",
+		Short: "List, remove, snapshot, fork and prune corral's sandboxes (default provider docker)",
 	}
-	cmd.AddCommand(newSandboxLsCmd(), newSandboxRmCmd(), newSandboxSnapshotCmd(), newSandboxForkCmd(), newSandboxPruneCmd())
+	cmd.AddCommand(newSandboxLsCmd(), newSandboxRmCmd(), newSandboxSnapshotCmd(), newSandboxForkCmd(),
+		newSandboxPruneCmd(), newSandboxSnapshotsCmd(), newSandboxRmSnapshotCmd())
 	return cmd
 }
 
-type dockerFlags struct {
-	provider string
-	host     string
-}
+// manageFlags choose the provider of a sandbox command.
+type manageFlags struct{ pf providerFlags }
 
-func (f *dockerFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.provider, "provider", docker.Name, "provider (only docker keeps a list of sandboxes)")
-	cmd.Flags().StringVar(&f.host, "host", "", "Docker engine address (default: DOCKER_HOST, as the docker CLI)")
-}
+// defaultManageProvider is the provider the sandbox commands default to.
+const defaultManageProvider = "docker"
 
-func (f *dockerFlags) open(ctx context.Context) (*docker.Provider, error) {
-	if f.provider != docker.Name {
-		return nil, fmt.Errorf("sandbox commands work with the docker provider, not %q", f.provider)
-	}
-	p, err := docker.New(docker.Options{Host: f.host, Logger: logger()})
+func (f *manageFlags) register(cmd *cobra.Command) { f.pf.register(cmd, defaultManageProvider) }
+
+// open builds the provider and checks that its backend answers.
+func (f *manageFlags) open(cmd *cobra.Command) (sandbox.Provider, error) {
+	p, err := f.pf.open(false)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.Ping(ctx); err != nil {
-		p.Close()
-		return nil, err
+	if pg, ok := p.(registry.Pinger); ok {
+		if err := pg.Ping(cmd.Context()); err != nil {
+			closeProvider(p)
+			return nil, err
+		}
 	}
 	return p, nil
 }
 
+// with opens the provider, runs do and closes it.
+func (f *manageFlags) with(cmd *cobra.Command, do func(sandbox.Provider) error) error {
+	p, err := f.open(cmd)
+	if err != nil {
+		return err
+	}
+	defer closeProvider(p)
+	return do(p)
+}
+
 // withSandbox resumes sandbox id, runs do on it and prints what it
 // returns.
-func (f *dockerFlags) withSandbox(cmd *cobra.Command, id string, do func(sandbox.Handle) (string, error)) error {
-	p, err := f.open(cmd.Context())
-	if err != nil {
-		return err
+func (f *manageFlags) withSandbox(cmd *cobra.Command, id string, do func(sandbox.Handle) (string, error)) error {
+	return f.with(cmd, func(p sandbox.Provider) error {
+		h, err := p.Resume(cmd.Context(), id)
+		if err != nil {
+			return err
+		}
+		out, err := do(h)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(cmd.OutOrStdout(), out)
+		return nil
+	})
+}
+
+func printJSON(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
 	}
-	defer p.Close()
-	h, err := p.Resume(cmd.Context(), id)
-	if err != nil {
-		return err
-	}
-	out, err := do(h)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(cmd.OutOrStdout(), out)
-	return nil
+	return s
 }
 
 func newSandboxLsCmd() *cobra.Command {
 	var (
-		df     dockerFlags
+		mf     manageFlags
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -80,97 +100,88 @@ func newSandboxLsCmd() *cobra.Command {
 		Short: "List corral's sandboxes with id, state and age",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := df.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			list, err := p.List(cmd.Context())
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if list == nil {
-					list = []docker.Sandbox{}
+			return mf.with(cmd, func(p sandbox.Provider) error {
+				l, err := registry.As[registry.Lister](p, "listing sandboxes (corral sandbox ls)")
+				if err != nil {
+					return err
 				}
-				return enc.Encode(list)
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tIMAGE\tSTATE\tCREATED\tKEY")
-			for _, s := range list {
-				key := s.Key
-				if key == "" {
-					key = "-"
+				list, err := l.ListSandboxes(cmd.Context())
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Image, s.State, ago(s.CreatedAt), key)
-			}
-			return tw.Flush()
+				if asJSON {
+					if list == nil {
+						list = []registry.Sandbox{}
+					}
+					return printJSON(cmd, list)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tIMAGE\tSTATE\tCREATED\tKEY")
+				for _, s := range list {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, dash(s.Image), s.State, ago(s.CreatedAt), dash(s.Key))
+				}
+				return tw.Flush()
+			})
 		},
 	}
-	df.register(cmd)
+	mf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
 func newSandboxRmCmd() *cobra.Command {
-	var df dockerFlags
+	var mf manageFlags
 	cmd := &cobra.Command{
 		Use:   "rm ID...",
-		Short: "Destroy sandboxes (containers and their anonymous volumes)",
+		Short: "Destroy sandboxes (with the provider's Destroy: a container and its anonymous volumes, a directory)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := df.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			var errs []error
-			for _, id := range args {
-				if err := p.Destroy(cmd.Context(), id); err != nil {
-					errs = append(errs, err)
-					continue
+			return mf.with(cmd, func(p sandbox.Provider) error {
+				var errs []error
+				for _, id := range args {
+					if err := p.Destroy(cmd.Context(), id); err != nil {
+						errs = append(errs, err)
+						continue
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), id)
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), id)
-			}
-			return errors.Join(errs...)
+				return errors.Join(errs...)
+			})
 		},
 	}
-	df.register(cmd)
+	mf.register(cmd)
 	return cmd
 }
 
 func newSandboxSnapshotCmd() *cobra.Command {
 	var (
-		df    dockerFlags
+		mf    manageFlags
 		label string
 	)
 	cmd := &cobra.Command{
 		Use:   "snapshot ID",
-		Short: "Snapshot a sandbox into a local image; prints the snapshot id",
+		Short: "Snapshot a sandbox (Docker: into a local image); prints the snapshot id",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return df.withSandbox(cmd, args[0], func(h sandbox.Handle) (string, error) {
+			return mf.withSandbox(cmd, args[0], func(h sandbox.Handle) (string, error) {
 				snap, err := h.Snapshot(cmd.Context(), label)
 				return snap.ID, err
 			})
 		},
 	}
-	df.register(cmd)
+	mf.register(cmd)
 	cmd.Flags().StringVar(&label, "label", "", "a label kept on the snapshot")
 	return cmd
 }
 
 func newSandboxForkCmd() *cobra.Command {
-	var df dockerFlags
+	var mf manageFlags
 	cmd := &cobra.Command{
 		Use:   "fork ID",
 		Short: "Fork a sandbox into an independent copy; prints the fork's id",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return df.withSandbox(cmd, args[0], func(h sandbox.Handle) (string, error) {
+			return mf.withSandbox(cmd, args[0], func(h sandbox.Handle) (string, error) {
 				f, err := h.Fork(cmd.Context())
 				if err != nil {
 					return "", err
@@ -179,39 +190,101 @@ func newSandboxForkCmd() *cobra.Command {
 			})
 		},
 	}
-	df.register(cmd)
+	mf.register(cmd)
 	return cmd
 }
 
 func newSandboxPruneCmd() *cobra.Command {
 	var (
-		df        dockerFlags
+		mf        manageFlags
 		olderThan time.Duration
 		dryRun    bool
 		keep      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "prune",
-		Short: "Remove corral's containers and snapshot images older than a duration",
+		Short: "Remove corral's sandboxes and snapshots older than a duration",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := df.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			rep, err := p.Prune(cmd.Context(), docker.PruneOptions{OlderThan: olderThan, DryRun: dryRun, KeepRunning: keep})
-			if err != nil {
-				return err
-			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(rep)
+			return mf.with(cmd, func(p sandbox.Provider) error {
+				pr, err := registry.As[registry.Pruner](p, "pruning (corral sandbox prune)")
+				if err != nil {
+					return err
+				}
+				rep, err := pr.Prune(cmd.Context(), registry.PruneOptions{OlderThan: olderThan, DryRun: dryRun, KeepRunning: keep})
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd, rep)
+			})
 		},
 	}
-	df.register(cmd)
+	mf.register(cmd)
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "only what was created longer ago than this (e.g. 24h)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be removed")
-	cmd.Flags().BoolVar(&keep, "keep-running", false, "leave running containers alone")
+	cmd.Flags().BoolVar(&keep, "keep-running", false, "leave running sandboxes alone")
+	return cmd
+}
+
+func newSandboxSnapshotsCmd() *cobra.Command {
+	var (
+		mf     manageFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "snapshots",
+		Short: "List corral's snapshots with id, label, source sandbox and age",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return mf.with(cmd, func(p sandbox.Provider) error {
+				l, err := registry.As[registry.SnapshotLister](p, "listing snapshots (corral sandbox snapshots)")
+				if err != nil {
+					return err
+				}
+				list, err := l.ListSnapshots(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					if list == nil {
+						list = []registry.Snapshot{}
+					}
+					return printJSON(cmd, list)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tLABEL\tSANDBOX\tCREATED")
+				for _, s := range list {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, dash(s.Label), dash(s.SandboxID), ago(s.CreatedAt))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	mf.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newSandboxRmSnapshotCmd() *cobra.Command {
+	var mf manageFlags
+	cmd := &cobra.Command{
+		Use:   "rmsnapshot ID...",
+		Short: "Delete snapshots (with the provider's DeleteSnapshot)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return mf.with(cmd, func(p sandbox.Provider) error {
+				var errs []error
+				for _, id := range args {
+					if err := p.DeleteSnapshot(cmd.Context(), id); err != nil {
+						errs = append(errs, err)
+						continue
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), id)
+				}
+				return errors.Join(errs...)
+			})
+		},
+	}
+	mf.register(cmd)
 	return cmd
 }

@@ -75,7 +75,7 @@ func (f *stateFlags) definition() (*sandbox.Definition, error) {
 			return nil, err
 		}
 	}
-	return file.Definition(config.BuildOptions{Logger: logger(), OnPull: pullPrinter(os.Stderr)})
+	return file.Definition(config.BuildOptions{Logger: logger(), Progress: pullPrinter(os.Stderr)})
 }
 
 // logger is the CLI's logger: warnings and errors to stderr, more with

@@ -180,3 +180,43 @@ func TestRuleCatchesAProviderImport(t *testing.T) {
 		}
 	}
 }
+
+// registry is the one provider package config may import: the providers
+// register themselves with it, and a binary links them.
+const registry = module + "/provider/registry"
+
+// configRule refuses every provider package but the registry.
+func configRule(p pkg) string {
+	if strings.HasPrefix(p.ImportPath, module+"/provider/") && p.ImportPath != registry {
+		return "config imports a provider (it may only import provider/registry)"
+	}
+	return ""
+}
+
+func TestConfigImportsNoProvider(t *testing.T) {
+	all := deps(t, module+"/config")
+	if _, ok := all[registry]; !ok {
+		t.Errorf("config does not reach %s: the rule below would pass vacuously", registry)
+	}
+	for _, v := range violations(t, module+"/config", configRule) {
+		t.Error(v)
+	}
+}
+
+func TestConfigRuleCatchesAProviderImport(t *testing.T) {
+	for _, tc := range []struct {
+		p    pkg
+		want bool
+	}{
+		{pkg{ImportPath: module + "/provider/docker"}, false},
+		{pkg{ImportPath: module + "/provider/local"}, false},
+		{pkg{ImportPath: module + "/provider/cloudhttp"}, false},
+		{pkg{ImportPath: registry}, true},
+		{pkg{ImportPath: module + "/sandbox"}, true},
+		{pkg{ImportPath: "gopkg.in/yaml.v3"}, true},
+	} {
+		if got := configRule(tc.p) == ""; got != tc.want {
+			t.Errorf("%s: allowed=%v, want %v", tc.p.ImportPath, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,9 @@
+package main
+
+// The providers this binary links. Each registers itself with
+// provider/registry (name, summary, capabilities, corral.yaml section, CLI
+// flags, limits); adding a provider to corral is one line here.
+import (
+	_ "github.com/d10ffeed/corral/provider/docker"
+	_ "github.com/d10ffeed/corral/provider/local"
+)

@@ -50,11 +50,12 @@
 //     and immediately preceded by the end line (in journals of the older
 //     form, which have no end line: only followed by the exit). Any other
 //     diff line is forged and dropped.
-//   - The wrapper is the process the start line names, if its start time
-//     matches and it is not a zombie, or any process whose argv is this
-//     journal's wrapper (see aliveFn); it is gone when there is neither.
-//     A reused pid is not the wrapper; a rewritten start line cannot make
-//     a running wrapper look gone.
+//   - The wrapper is a process whose argv is this journal's wrapper's
+//     (see aliveFn): the one the start line names, if its start time
+//     matches and it is not a zombie, or else any such process; it is gone
+//     when there is none. A reused pid is not the wrapper; a rewritten
+//     start line can neither make a running wrapper look gone nor make
+//     another process pass for it.
 //
 // Guaranteed: an agent that knows the nonce and writes anything to its
 // output — or rewrites the journal — while its wrapper runs cannot end its

@@ -13,19 +13,25 @@ package journal
 // missing (the wrapper has not started, or never will). It also sets
 // cj_wnew=1 when the start line has the current form (with "__t").
 //
-// The wrapper is alive when either
-//   - the process the start line names runs with the start time the
-//     wrapper recorded there (field 22 of /proc/PID/stat) and is not a
-//     zombie: a reused pid is not the wrapper; or
-//   - any process runs this journal's wrapper: its argv holds
-//     "corral-journal", the journal's directory and JOURNAL in a row, as
-//     Command lays it out. The agent can rewrite
-//     the journal, start line included, but it cannot hide a running
-//     process, so a rewritten start line never makes a live wrapper look
-//     gone (it can only make a gone one look alive, which ends nothing).
+// A process is this journal's wrapper when its argv holds
+// "corral-journal", the journal's directory and JOURNAL in a row, as
+// Command lays it out. The wrapper is alive when either
+//   - the process the start line names is the wrapper, runs with the start
+//     time the wrapper recorded there (field 22 of /proc/PID/stat) and is
+//     not a zombie, so a reused pid is not the wrapper (the quick check); or
+//   - any process is this journal's wrapper (a scan of /proc/*/cmdline).
 //
-// Where there is no /proc, the start line's pid alone decides (kill -0),
-// and a reused pid reads as alive.
+// The agent can rewrite the journal, start line included, but it cannot
+// hide a running process: a rewritten start line never makes a live
+// wrapper look gone, and cj_wpid is always a process with the wrapper's
+// argv, never one a rewritten start line names, so a kill aimed at
+// cj_wpid's processes cannot be pointed elsewhere. An agent can make a
+// gone wrapper look alive by running a process with that argv: that ends
+// nothing.
+//
+// Where there is no /proc, the start line's pid alone decides (kill -0):
+// a reused pid reads as alive, and cj_wpid is whatever the start line
+// names.
 //
 //	cj_size FILE
 //
@@ -51,11 +57,12 @@ const aliveFn = `cj_alive() {
     kill -0 "$ca_p" 2>/dev/null && { cj_wpid=$ca_p; return 0; }
     return 1
   fi
-  if [ -n "$ca_p" ] && IFS= read -r ca_s 2>/dev/null <"/proc/$ca_p/stat" && cj_alive_stat "${ca_t:-0}" ${ca_s##*) }; then
-    cj_wpid=$ca_p; return 0
-  fi
   ca_d=${1%/*}
   ca_n=$(printf '\001corral-journal\001%s\001%s\001' "${ca_d:-/}" "$1")
+  if [ -n "$ca_p" ] && IFS= read -r ca_s 2>/dev/null <"/proc/$ca_p/stat" && cj_alive_stat "${ca_t:-0}" ${ca_s##*) } &&
+    tr '\001\000' '\002\001' 2>/dev/null <"/proc/$ca_p/cmdline" | grep -q -F -e "$ca_n"; then
+    cj_wpid=$ca_p; return 0
+  fi
   cj_wpid=$(head -c 65536 /proc/[0-9]*/cmdline 2>/dev/null | tr '\001\000' '\002\001' | grep -F -e '==> /proc/' -e "$ca_n" | {
     while IFS= read -r ca_x; do
       case $ca_x in

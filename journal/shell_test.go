@@ -68,15 +68,17 @@ func TestAliveFn(t *testing.T) {
 		t.Skip("no /proc")
 	}
 	dir := t.TempDir()
-	j := filepath.Join(dir, "run.ndjson")
-	write := func(s string) {
-		if err := os.WriteFile(j, []byte(s), 0o600); err != nil {
+	// j has a process running its wrapper's argv; nobody runs j2's.
+	j, j2 := filepath.Join(dir, "run.ndjson"), filepath.Join(dir, "other.ndjson")
+	write := func(path, s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	live := background(t, "sleep", "300")
+	live := background(t, "sh", "-c", "while :; do sleep 1; done", "corral-journal", dir, j, "", "", "stdin", "")
 	lp := live.Process.Pid
-	lt := startTime(t, lp)
+	other := background(t, "sleep", "300")
+	op := other.Process.Pid
 	// A zombie: a child its parent never reaps.
 	z := exec.Command("sh", "-c", `sleep 0 & echo $!; exec sleep 300`)
 	zout, _ := z.StdoutPipe()
@@ -98,43 +100,47 @@ func TestAliveFn(t *testing.T) {
 	dead := exec.Command("true")
 	_ = dead.Run()
 	dp := dead.Process.Pid
+	// Until the child has exec'd sh, its argv is the test's.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		argv, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", lp))
+		if bytes.Contains(argv, []byte("\x00corral-journal\x00")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stand-in wrapper never ran: %q", argv)
+		}
+	}
+	lt, ot := startTime(t, lp), startTime(t, op)
 
 	script := aliveFn + `cj_alive "$1"; echo "$? $cj_wpid $cj_wnew"`
+	start := func(pid int, st string) string { return fmt.Sprintf(`{"__start":%d,"__t":%s}`+"\n", pid, st) }
+	old := func(pid int) string { return fmt.Sprintf(`{"__start":%d}`+"\n", pid) }
 	for _, sh := range shells(t) {
 		t.Run(strings.Join(sh, " "), func(t *testing.T) {
 			for _, tt := range []struct {
-				name, journal, want string
+				name, path, journal, want string
 			}{
-				{"live, start time matches", fmt.Sprintf(`{"__start":%d,"__t":%s}`+"\nx\n", lp, lt), fmt.Sprintf("0 %d 1", lp)},
-				{"reused pid: start time differs", fmt.Sprintf(`{"__start":%d,"__t":%s1}`+"\n", lp, lt), "1  1"},
-				{"zombie", fmt.Sprintf(`{"__start":%d,"__t":%s}`+"\n", zp, startTime(t, zp)), "1  1"},
-				{"no such pid", fmt.Sprintf(`{"__start":%d,"__t":1}`+"\n", dp), "1  1"},
-				{"old form, live", fmt.Sprintf(`{"__start":%d}`+"\n", lp), fmt.Sprintf("0 %d", lp)},
-				{"old form, gone", fmt.Sprintf(`{"__start":%d}`+"\n", dp), "1"},
-				{"empty", "", "2"},
-				{"no start line", "hello\n", "1"},
+				{"the wrapper, start time matches", j, start(lp, lt) + "x\n", fmt.Sprintf("0 %d 1", lp)},
+				{"old form, the wrapper", j, old(lp), fmt.Sprintf("0 %d", lp)},
+				{"rewritten to name a dead pid: the wrapper found by its argv", j, start(dp, "1"), fmt.Sprintf("0 %d 1", lp)},
+				{"rewritten to name another live process: the wrapper found by its argv", j, start(op, ot), fmt.Sprintf("0 %d 1", lp)},
+				{"no start line, the wrapper runs", j, "hello\n", fmt.Sprintf("0 %d", lp)},
+				{"a live process that is not the wrapper", j2, start(op, ot), "1  1"},
+				{"old form, a live process that is not the wrapper", j2, old(op), "1"},
+				{"reused pid: start time differs", j2, start(lp, lt+"1"), "1  1"},
+				{"zombie", j2, start(zp, startTime(t, zp)), "1  1"},
+				{"no such pid", j2, start(dp, "1"), "1  1"},
+				{"old form, gone", j2, old(dp), "1"},
+				{"no start line", j2, "hello\n", "1"},
+				{"empty", j2, "", "2"},
 			} {
-				write(tt.journal)
-				if got := runSnippet(t, sh, script, j); got != tt.want {
+				write(tt.path, tt.journal)
+				if got := runSnippet(t, sh, script, tt.path); got != tt.want {
 					t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 				}
 			}
 			if got := runSnippet(t, sh, script, j+".missing"); got != "2" {
 				t.Errorf("missing journal: %q", got)
-			}
-			// A start line rewritten to name a dead pid: the process running
-			// this journal's wrapper argv is still found.
-			w := background(t, "sh", "-c", "while :; do sleep 1; done", "corral-journal", dir, j, "", "", "stdin", "")
-			write(fmt.Sprintf(`{"__start":%d,"__t":1}`+"\n", dp))
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				// Until the child has exec'd sh, its argv is the test's.
-				got := runSnippet(t, sh, script, j)
-				if got == fmt.Sprintf("0 %d 1", w.Process.Pid) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("rewritten start line: got %q, want the wrapper %d found by its argv", got, w.Process.Pid)
-				}
 			}
 		})
 	}

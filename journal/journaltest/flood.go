@@ -147,9 +147,9 @@ func (s *suite) testFollowerKilled(t *testing.T, st journal.Strategy, what strin
 	ctx, h := s.sandbox(t)
 	// The patterns are assembled at run time so that the agent's own argv
 	// does not match them. No pgrep: BusyBox images may lack it.
-	// In follow mode the agent waits for each follower to kill (the test's
-	// context is the hang guard); a follower whose shell was killed goes on
-	// streaming, and is not replaced, so that one is killed once.
+	// In follow mode the agent waits for each new follower to kill (the
+	// test's context is the hang guard); a follower whose shell was killed
+	// goes on streaming, and is not replaced, so that one is killed once.
 	pats, rounds, kills := `"$SP" "$TP"`, 3, 6
 	switch what {
 	case "shell":
@@ -157,7 +157,7 @@ func (s *suite) testFollowerKilled(t *testing.T, st journal.Strategy, what strin
 	case "tail":
 		pats, rounds, kills = `"$TP"`, 3, 3
 	}
-	wait := `[ -z "$(findp "$pat")" ]`
+	wait := `[ -z "$(fresh "$pat")" ]`
 	if st != journal.Follow {
 		wait, kills = "false", 0
 	}
@@ -170,12 +170,17 @@ findp() {
     esac
   done
 }
+fresh() {
+  for q in $(findp "$1"); do case "$seen " in *" $q "*) ;; *) echo "$q" ;; esac; done
+}
+seen=
 k=0
 while [ $k -lt ` + strconv.Itoa(rounds) + ` ]; do
   i=0; while [ $i -lt 500 ]; do echo "line $k $i"; i=$((i+1)); done
   for pat in ` + pats + `; do
     while ` + wait + `; do sleep 0.05; done
-    ps=$(findp "$pat"); [ -n "$ps" ] && kill $ps 2>/dev/null && echo killed >&2
+    ok=; for q in $(fresh "$pat"); do kill "$q" 2>/dev/null && ok=1; seen="$seen $q"; done
+    [ -n "$ok" ] && echo killed >&2
   done
   k=$((k+1))
 done

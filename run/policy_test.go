@@ -74,7 +74,10 @@ func TestPolicyNoticeAtStartAndOnTakeOver(t *testing.T) {
 	}
 	t.Logf("policy.unenforced events in the log after a takeover: %d", notices)
 
-	// No policy: nothing to claim, no notice.
+	// No policy: nothing to claim, no notice. (The drivers read the
+	// definition until their post-run work ends: wait for them first.)
+	_ = a.Wait(c, rec.ID)
+	_ = b.Wait(c, rec.ID)
 	e.def.Policy = nil
 	c2 := e.runner(t, run.Options{})
 	rec2, err := c2.Start(c, run.StartRequest{Definition: "d", Thread: "t2", Harness: command.Name, Args: []string{"true"}})

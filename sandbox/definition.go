@@ -66,7 +66,10 @@ type Lifecycle struct {
 	KeepAlive time.Duration
 	// KeepBackground keeps the processes a run's agent leaves running when
 	// it exits (a dev server for the thread's next run). By default nothing
-	// a run started outlives it. A cancel kills them either way.
+	// a run started outlives it. A cancel kills them either way. A kept
+	// process must not write to the agent's stdout after the run (redirect
+	// it): such output follows the run's exit line, and the run then reads
+	// as lost.
 	KeepBackground bool
 }
 

@@ -81,7 +81,7 @@ cj_rc=$?
 # processes): everything left in its scope is killed before the diff and
 # the sentinel, so no process of the run can write after the sentinel.
 if [ -z "$cj_keep" ]; then
-  cs_kill "$cj_tok:$$" "$cj_cg" "$cj_own" "$cj_t0" "$$" 1 "$cj_pre"
+  cs_kill "$cj_tok:$$" "$cj_cg" "$cj_own" "$cj_t0" "$$" 0 "$cj_pre"
   if [ -n "$cj_cg" ]; then
     cj_i=0
     while ! rmdir "$cj_cg" 2>/dev/null && [ $cj_i -lt 20 ]; do sleep 0.05; cj_i=$((cj_i+1)); done

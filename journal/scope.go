@@ -60,7 +60,9 @@ const RunMarkerEnv = "CORRAL_RUN"
 //	                   pid counts as a group/session id, never as a
 //	                   member), PRE init's children when the wrapper
 //	                   started (never orphans of the run); SIGTERM, GRACE
-//	                   seconds, then freeze and
+//	                   seconds (0: no SIGTERM, and a first pass with
+//	                   built-ins only, which a fork bomb cannot stop), then
+//	                   freeze and
 //	                   SIGKILL. Prints nothing; returns when no member is
 //	                   left (or after bounded rounds).
 const scopeFns = `cs_v2root() {
@@ -154,10 +156,22 @@ ${cs_mark}="*) cs_other="$cs_other$cs_p " ;;
     cs_all="$cs_all$cs_p "
   done
 }
+cs_base() {
+  cs_all=" " cs_ids=" " cs_other=" "
+  for cs_p in $cs_seedids; do
+    cs_stat /proc/$cs_p/stat && [ "$cs_start" = "$cs_t0" ] && cs_ids="$cs_ids$cs_p "
+  done
+  if [ -n "$cs_cg" ] && [ -r "$cs_cg/cgroup.procs" ]; then
+    while IFS= read -r cs_p; do
+      cs_ids="$cs_ids$cs_p "
+      case "$cs_excl" in *" $cs_p "*) continue ;; esac
+      cs_all="$cs_all$cs_p "
+    done <"$cs_cg/cgroup.procs"
+  fi
+}
 cs_kill() {
   cs_tok=$1 cs_cg=$2 cs_own=$3 cs_t0=${4:-0} cs_seedids=$5 cs_grace=${6:-1} cs_pre=" $7 "
   cs_mark=` + RunMarkerEnv + ` cs_nulok=
-  printf 'a\000b\000' | grep -q -a -z -x -F b 2>/dev/null && cs_nulok=1
   cs_excl=" 1 " cs_p=$$
   while [ -n "$cs_p" ] && [ "$cs_p" -gt 1 ] 2>/dev/null; do
     cs_excl="$cs_excl$cs_p "
@@ -165,6 +179,32 @@ cs_kill() {
     cs_p=$cs_pp
   done
   for cs_p in $cs_seedids; do cs_excl="$cs_excl$cs_p "; done
+  # With no grace (the wrapper, once the agent exited): first stop and kill
+  # what built-ins alone can find (the cgroup, groups and sessions, orphans
+  # in an own process table). A fork bomb may hold every process slot, and
+  # a shell that cannot fork exits: nothing below forks until it is dead.
+  if [ "$cs_grace" = 0 ]; then
+    cs_round=0
+    while [ $cs_round -lt 20 ]; do
+      [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 1 >"$cs_cg/cgroup.freeze" 2>/dev/null
+      cs_base
+      [ "$cs_all" != " " ] && kill -STOP $cs_all 2>/dev/null
+      cs_scan; cs_n=0
+      while [ -n "$cs_new" ] && [ $cs_n -lt 200 ]; do
+        kill -STOP $cs_new 2>/dev/null
+        cs_scan; cs_n=$((cs_n+1))
+      done
+      if [ "$cs_all" = " " ]; then
+        [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 0 >"$cs_cg/cgroup.freeze" 2>/dev/null
+        break
+      fi
+      [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.kill" ] && echo 1 >"$cs_cg/cgroup.kill" 2>/dev/null
+      kill -KILL $cs_all 2>/dev/null
+      [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 0 >"$cs_cg/cgroup.freeze" 2>/dev/null
+      cs_round=$((cs_round+1))
+    done
+  fi
+  printf 'a\000b\000' | grep -q -a -z -x -F b 2>/dev/null && cs_nulok=1
   cs_members; cs_scan
   cs_n=0
   while [ -n "$cs_new" ] && [ $cs_n -lt 50 ]; do cs_scan; cs_n=$((cs_n+1)); done

@@ -169,6 +169,32 @@ cs_base() {
     done <"$cs_cg/cgroup.procs"
   fi
 }
+cs_rounds() {
+  # $1 the member finder (cs_base: built-ins only; cs_members), $2 the pause
+  # between rounds ("" for none: sleep forks). Freeze, stop everything
+  # found until nothing new appears, kill, verify; 0 when none is left.
+  cs_round=0
+  while [ $cs_round -lt 20 ]; do
+    [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 1 >"$cs_cg/cgroup.freeze" 2>/dev/null
+    $1
+    [ "$cs_all" != " " ] && kill -STOP $cs_all 2>/dev/null
+    cs_scan; cs_n=0
+    while [ -n "$cs_new" ] && [ $cs_n -lt 200 ]; do
+      kill -STOP $cs_new 2>/dev/null
+      cs_scan; cs_n=$((cs_n+1))
+    done
+    if [ "$cs_all" = " " ]; then
+      [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 0 >"$cs_cg/cgroup.freeze" 2>/dev/null
+      return 0
+    fi
+    [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.kill" ] && echo 1 >"$cs_cg/cgroup.kill" 2>/dev/null
+    kill -KILL $cs_all 2>/dev/null
+    [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 0 >"$cs_cg/cgroup.freeze" 2>/dev/null
+    [ -n "$2" ] && sleep "$2"
+    cs_round=$((cs_round+1))
+  done
+  return 1
+}
 cs_kill() {
   cs_tok=$1 cs_cg=$2 cs_own=$3 cs_t0=${4:-0} cs_seedids=$5 cs_grace=${6:-1} cs_pre=" $7 "
   cs_mark=` + RunMarkerEnv + ` cs_nulok=
@@ -183,27 +209,7 @@ cs_kill() {
   # what built-ins alone can find (the cgroup, groups and sessions, orphans
   # in an own process table). A fork bomb may hold every process slot, and
   # a shell that cannot fork exits: nothing below forks until it is dead.
-  if [ "$cs_grace" = 0 ]; then
-    cs_round=0
-    while [ $cs_round -lt 20 ]; do
-      [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 1 >"$cs_cg/cgroup.freeze" 2>/dev/null
-      cs_base
-      [ "$cs_all" != " " ] && kill -STOP $cs_all 2>/dev/null
-      cs_scan; cs_n=0
-      while [ -n "$cs_new" ] && [ $cs_n -lt 200 ]; do
-        kill -STOP $cs_new 2>/dev/null
-        cs_scan; cs_n=$((cs_n+1))
-      done
-      if [ "$cs_all" = " " ]; then
-        [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 0 >"$cs_cg/cgroup.freeze" 2>/dev/null
-        break
-      fi
-      [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.kill" ] && echo 1 >"$cs_cg/cgroup.kill" 2>/dev/null
-      kill -KILL $cs_all 2>/dev/null
-      [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 0 >"$cs_cg/cgroup.freeze" 2>/dev/null
-      cs_round=$((cs_round+1))
-    done
-  fi
+  [ "$cs_grace" = 0 ] && cs_rounds cs_base ""
   printf 'a\000b\000' | grep -q -a -z -x -F b 2>/dev/null && cs_nulok=1
   cs_members; cs_scan
   cs_n=0
@@ -220,26 +226,6 @@ cs_kill() {
     [ -z "$cs_live" ] && break
     sleep 0.1; cs_i=$((cs_i+1))
   done
-  cs_round=0
-  while [ $cs_round -lt 20 ]; do
-    [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 1 >"$cs_cg/cgroup.freeze" 2>/dev/null
-    cs_members
-    [ "$cs_all" != " " ] && kill -STOP $cs_all 2>/dev/null
-    cs_scan; cs_n=0
-    while [ -n "$cs_new" ] && [ $cs_n -lt 200 ]; do
-      kill -STOP $cs_new 2>/dev/null
-      cs_scan; cs_n=$((cs_n+1))
-    done
-    if [ "$cs_all" = " " ]; then
-      [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 0 >"$cs_cg/cgroup.freeze" 2>/dev/null
-      return 0
-    fi
-    [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.kill" ] && echo 1 >"$cs_cg/cgroup.kill" 2>/dev/null
-    kill -KILL $cs_all 2>/dev/null
-    [ -n "$cs_cg" ] && [ -w "$cs_cg/cgroup.freeze" ] && echo 0 >"$cs_cg/cgroup.freeze" 2>/dev/null
-    sleep 0.05
-    cs_round=$((cs_round+1))
-  done
-  return 1
+  cs_rounds cs_members 0.05
 }
 `

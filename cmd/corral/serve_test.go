@@ -63,7 +63,7 @@ func serveCLI(t *testing.T, stateDir string, args ...string) *served {
 	}()
 	go func() { _ = s.cmd.Wait(); close(s.done) }()
 	t.Cleanup(func() { s.stop(t) })
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(time.Minute) // a hang guard
 	for s.url == "" {
 		select {
 		case l := <-s.lines:
@@ -82,7 +82,7 @@ func serveCLI(t *testing.T, stateDir string, args ...string) *served {
 // line waits (bounded) for the next stderr line matching re.
 func (s *served) line(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(time.Minute) // a hang guard
 	for {
 		select {
 		case l := <-s.lines:
@@ -112,7 +112,7 @@ func (s *served) stop(t *testing.T) {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(time.Minute):
 		_ = s.cmd.Process.Kill()
 		<-s.done
 		t.Errorf("corral serve did not stop on SIGTERM:\n%s", s.stderr())

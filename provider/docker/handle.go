@@ -13,6 +13,7 @@ import (
 
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/execfs"
+	"github.com/d10ffeed/corral/sandbox/execproc"
 )
 
 // handle is one sandbox: a container.
@@ -24,6 +25,7 @@ type handle struct {
 	deny    bool   // created with NetworkDeny
 	user    string // the user commands run as; "" for the container's
 	fs      sandbox.FS
+	procs   *execproc.Runner
 
 	userLabels map[string]string // labels to carry over to forks
 	forkImage  string            // for a fork: the image it was made from
@@ -39,6 +41,8 @@ func (p *Provider) newHandle(id, cid, workdir string, deny bool, user string) *h
 	h := &handle{p: p, id: id, cid: cid, workdir: workdir, deny: deny, user: user,
 		userLabels: map[string]string{}, env: map[string]string{}}
 	h.fs = execfs.New(h.runFS, execfs.Options{Root: workdir, Provider: Name})
+	h.procs = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: id, Root: workdir,
+		Env: h.envCopy, KillGrace: p.opts.KillGrace, Logger: p.log})
 	return h
 }
 
@@ -77,27 +81,6 @@ func (h *handle) SetEnv(ctx context.Context, vars map[string]string) error {
 		h.env[k] = v
 	}
 	return nil
-}
-
-// environ returns the variables a command gets: the sandbox environment
-// laid over by the command's own. The daemon lays these over the image's
-// environment, so PATH and HOME stay the image's unless overridden.
-func (h *handle) environ(cmdEnv map[string]string) []string {
-	h.mu.Lock()
-	merged := make(map[string]string, len(h.env)+len(cmdEnv))
-	for k, v := range h.env {
-		merged[k] = v
-	}
-	h.mu.Unlock()
-	for k, v := range cmdEnv {
-		merged[k] = v
-	}
-	out := make([]string, 0, len(merged))
-	for k, v := range merged {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func (h *handle) envCopy() map[string]string {

@@ -4,6 +4,9 @@
 #
 #   $CORRAL_AGENTS_DIR/node_modules/.bin/{claude,codex,opencode}
 #
+# and the AG-UI packages the event tests validate against
+# (@ag-ui/core, @ag-ui/client: libraries, no binary).
+#
 # CORRAL_AGENTS_DIR defaults to /opt/corral-agents. Versions are pinned
 # exactly; bump them here (npm view PACKAGE version) and nowhere else.
 # Idempotent: when every pinned version is installed and its binary answers
@@ -20,8 +23,11 @@ pkgs=(
   "@anthropic-ai/claude-code@2.1.332"
   "@openai/codex@0.171.0"
   "opencode-ai@1.18.33"
+  "@ag-ui/core@1.0.0"
+  "@ag-ui/client@1.0.0"
 )
-bins=(claude codex opencode)
+# "-": a library with no binary, checked by its package.json version alone.
+bins=(claude codex opencode - -)
 
 warn() { printf 'setup-agents: %s\n' "$*" >&2; }
 fail() {
@@ -65,6 +71,7 @@ up_to_date() {
     name=${spec%@*}
     want=${spec##*@}
     [ "$(installed_version "$name")" = "$want" ] || return 1
+    [ "${bins[$i]}" = - ] && continue
     "$dir/node_modules/.bin/${bins[$i]}" --version >/dev/null 2>&1 || return 1
   done
   return 0
@@ -89,6 +96,13 @@ fi
 status=()
 for i in "${!pkgs[@]}"; do
   b=${bins[$i]}
+  if [ "$b" = - ]; then
+    spec=${pkgs[$i]}
+    v=$(installed_version "${spec%@*}")
+    [ "$v" = "${spec##*@}" ] || fail "${spec%@*} is not installed at ${spec##*@} in $dir"
+    status+=("${spec%@*} $v")
+    continue
+  fi
   if v=$("$dir/node_modules/.bin/$b" --version 2>/dev/null | head -1) && [ -n "$v" ]; then
     status+=("$b $v")
   else

@@ -52,6 +52,8 @@ type envOptions struct {
 	RunOpts run.Options                     // the runner's options
 	Defs    []string                        // definition ids; default {"default"}
 	Extra   []harness.Harness               // harnesses besides command
+	// Workspace is every definition's workspace (default: empty).
+	Workspace *sandbox.Workspace
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -71,7 +73,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	}
 	var defs []*sandbox.Definition
 	for _, id := range o.Defs {
-		defs = append(defs, &sandbox.Definition{ID: id, Provider: p})
+		defs = append(defs, &sandbox.Definition{ID: id, Provider: p, Workspace: o.Workspace})
 	}
 	if o.RunOpts.PollInterval == 0 {
 		o.RunOpts.PollInterval = 50 * time.Millisecond

@@ -27,8 +27,8 @@ func (b *Blocks) Text(delta string) []Event {
 }
 
 // Reasoning returns the events for a reasoning delta: TEXT_MESSAGE_END for
-// an open message, REASONING_START for new reasoning,
-// REASONING_MESSAGE_CONTENT. An empty delta yields nothing.
+// an open message, REASONING_START and REASONING_MESSAGE_START for new
+// reasoning, REASONING_MESSAGE_CONTENT. An empty delta yields nothing.
 func (b *Blocks) Reasoning(delta string) []Event {
 	if delta == "" {
 		return nil
@@ -36,7 +36,7 @@ func (b *Blocks) Reasoning(delta string) []Event {
 	out := b.CloseText()
 	if b.reasoning == "" {
 		b.reasoning = b.IDs.Next("reasoning")
-		out = append(out, Event{Type: ReasoningStart, MessageID: b.reasoning})
+		out = append(out, OpenReasoning(b.reasoning)...)
 	}
 	return append(out, Event{Type: ReasoningContent, MessageID: b.reasoning, Delta: delta})
 }
@@ -61,7 +61,19 @@ func (b *Blocks) CloseReasoning() []Event {
 	}
 	id := b.reasoning
 	b.reasoning = ""
-	return []Event{{Type: ReasoningEnd, MessageID: id}}
+	return CloseReasoning(id)
+}
+
+// OpenReasoning opens a reasoning span and its one message, both of id:
+// REASONING_START, REASONING_MESSAGE_START.
+func OpenReasoning(id string) []Event {
+	return []Event{{Type: ReasoningStart, MessageID: id}, {Type: ReasoningMessageStart, MessageID: id}}
+}
+
+// CloseReasoning closes what OpenReasoning opened: REASONING_MESSAGE_END,
+// REASONING_END.
+func CloseReasoning(id string) []Event {
+	return []Event{{Type: ReasoningMessageEnd, MessageID: id}, {Type: ReasoningEnd, MessageID: id}}
 }
 
 // Close ends whatever is open: the text message, then the reasoning.

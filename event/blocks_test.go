@@ -21,7 +21,9 @@ func ExampleBlocks() {
 	}
 	// Output:
 	// REASONING_START run-reasoning-1
+	// REASONING_MESSAGE_START run-reasoning-1
 	// REASONING_MESSAGE_CONTENT run-reasoning-1 thinking
+	// REASONING_MESSAGE_END run-reasoning-1
 	// REASONING_END run-reasoning-1
 	// TEXT_MESSAGE_START run-msg-1
 	// TEXT_MESSAGE_CONTENT run-msg-1 Hel

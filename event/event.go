@@ -27,9 +27,14 @@ const (
 	TextMessageContent Type = "TEXT_MESSAGE_CONTENT"
 	TextMessageEnd     Type = "TEXT_MESSAGE_END"
 
-	ReasoningStart   Type = "REASONING_START"
-	ReasoningContent Type = "REASONING_MESSAGE_CONTENT"
-	ReasoningEnd     Type = "REASONING_END"
+	// A reasoning span (REASONING_START … REASONING_END) holds reasoning
+	// messages (REASONING_MESSAGE_START … _CONTENT … _END); corral's
+	// translators open one message per span, with the span's id.
+	ReasoningStart        Type = "REASONING_START"
+	ReasoningMessageStart Type = "REASONING_MESSAGE_START"
+	ReasoningContent      Type = "REASONING_MESSAGE_CONTENT"
+	ReasoningMessageEnd   Type = "REASONING_MESSAGE_END"
+	ReasoningEnd          Type = "REASONING_END"
 
 	ToolCallStart  Type = "TOOL_CALL_START"
 	ToolCallArgs   Type = "TOOL_CALL_ARGS"
@@ -45,8 +50,6 @@ const (
 	FileChanged = "file.changed"
 	// ApprovalRequested asks a person to allow an action (value: Approval).
 	ApprovalRequested = "approval.requested"
-	// Cancelled marks a run ended by a cancel request.
-	Cancelled = "run.cancelled"
 	// SessionStarted carries the agent's session id (value: Session), so
 	// the thread's next run can resume it.
 	SessionStarted = "session.started"
@@ -166,12 +169,47 @@ type Event struct {
 	Code    string `json:"code,omitempty"`
 	// ExitCode is the agent's exit code on RUN_FINISHED and RUN_ERROR.
 	ExitCode *int `json:"exitCode,omitempty"`
+	// Outcome says why a RUN_FINISHED run ended; nil is success.
+	Outcome *Outcome `json:"outcome,omitempty"`
+}
+
+// Outcome types of RUN_FINISHED (AG-UI 1.0).
+const (
+	OutcomeSuccess   = "success"
+	OutcomeInterrupt = "interrupt"
+	OutcomeCancelled = "cancelled"
+)
+
+// Outcome is a RUN_FINISHED event's outcome: success (the same as none),
+// cancelled (a cancel request stopped the run), or interrupt (the run
+// asked for approvals; the thread's next run answers them, through the
+// API's approvals or AG-UI's RunAgentInput.resume).
+type Outcome struct {
+	Type       string      `json:"type"`
+	Interrupts []Interrupt `json:"interrupts,omitempty"`
+}
+
+// Interrupt is one pending approval of an interrupt outcome: its id is the
+// approval id, its reason "approval".
+type Interrupt struct {
+	ID         string `json:"id"`
+	Reason     string `json:"reason"`
+	Message    string `json:"message,omitempty"`
+	ToolCallID string `json:"toolCallId,omitempty"`
 }
 
 // Terminal reports whether e ends a run.
 func (e Event) Terminal() bool { return e.Type == RunFinished || e.Type == RunError }
 
-// Marshal encodes the event as JSON.
+// Cancelled reports whether e is the terminal event of a cancelled run:
+// RUN_FINISHED with the cancelled outcome (or, in logs written before
+// AG-UI 1.0's outcome, a RUN_ERROR of code "cancelled").
+func (e Event) Cancelled() bool {
+	return (e.Type == RunFinished && e.Outcome != nil && e.Outcome.Type == OutcomeCancelled) ||
+		(e.Type == RunError && e.Code == "cancelled")
+}
+
+// Marshal encodes the event as JSON (see MarshalJSON).
 func (e Event) Marshal() []byte {
 	b, err := json.Marshal(e)
 	if err != nil {

@@ -182,7 +182,7 @@ func (t *translator) stream(se streamEvent) []event.Event {
 		case "thinking":
 			id := t.ids.Next("reasoning")
 			t.open(se.Index, &block{kind: "thinking", id: id})
-			return append(out, event.Event{Type: event.ReasoningStart, MessageID: id})
+			return append(out, event.OpenReasoning(id)...)
 		case "tool_use":
 			id := se.ContentBlock.ID
 			if id == "" || t.started[id] {
@@ -234,7 +234,7 @@ func (t *translator) closeBlock(index int) []event.Event {
 	case "text":
 		return []event.Event{{Type: event.TextMessageEnd, MessageID: b.id}}
 	case "thinking":
-		return []event.Event{{Type: event.ReasoningEnd, MessageID: b.id}}
+		return event.CloseReasoning(b.id)
 	default:
 		return t.endCall(b.id)
 	}
@@ -291,10 +291,9 @@ func (t *translator) assistant(raw json.RawMessage) []event.Event {
 				continue
 			}
 			id := t.ids.Next("reasoning")
-			out = append(out,
-				event.Event{Type: event.ReasoningStart, MessageID: id},
-				event.Event{Type: event.ReasoningContent, MessageID: id, Delta: b.Thinking},
-				event.Event{Type: event.ReasoningEnd, MessageID: id})
+			out = append(append(append(out, event.OpenReasoning(id)...),
+				event.Event{Type: event.ReasoningContent, MessageID: id, Delta: b.Thinking}),
+				event.CloseReasoning(id)...)
 		case "tool_use":
 			if b.ID == "" || t.started[b.ID] {
 				continue

@@ -117,7 +117,9 @@ func checkInvariants(t testing.TB, evs []event.Event) {
 	calls := map[string]string{} // id → state: started, ended, result
 	for i, e := range evs {
 		switch e.Type {
-		case event.TextMessageStart, event.ReasoningStart:
+		case event.ReasoningStart, event.ReasoningEnd:
+			// the span around a reasoning message (same id): checked as the message
+		case event.TextMessageStart, event.ReasoningMessageStart:
 			if _, dup := open[e.MessageID]; dup || e.MessageID == "" {
 				t.Fatalf("event %d: %s for message %q already open", i, e.Type, e.MessageID)
 			}
@@ -126,7 +128,7 @@ func checkInvariants(t testing.TB, evs []event.Event) {
 			if open[e.MessageID] == "" {
 				t.Fatalf("event %d: content for message %q that is not open", i, e.MessageID)
 			}
-		case event.TextMessageEnd, event.ReasoningEnd:
+		case event.TextMessageEnd, event.ReasoningMessageEnd:
 			if open[e.MessageID] == "" {
 				t.Fatalf("event %d: end for message %q that is not open", i, e.MessageID)
 			}

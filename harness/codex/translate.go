@@ -208,7 +208,7 @@ func (t *translator) grow(kind openKind, done bool, it item) []event.Event {
 			out = append(out, event.Event{Type: event.TextMessageStart, MessageID: o.id, Role: "assistant"})
 		} else {
 			o.id = t.ids.Next("reasoning")
-			out = append(out, event.Event{Type: event.ReasoningStart, MessageID: o.id})
+			out = append(out, event.OpenReasoning(o.id)...)
 		}
 		t.open[it.ID] = o
 		t.order = append(t.order, it.ID)
@@ -256,7 +256,7 @@ func (t *translator) tool(done bool, it item) []event.Event {
 	}
 	content, isErr := toolResult(it)
 	t.forget(it.ID)
-	out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: o.id, Content: content, IsError: isErr})
+	out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: o.id, MessageID: t.ids.Next("result"), Content: content, IsError: isErr})
 	return append(out, t.mcpApproval(it)...)
 }
 
@@ -323,9 +323,9 @@ func (t *translator) close(id string) []event.Event {
 	case openText:
 		return []event.Event{{Type: event.TextMessageEnd, MessageID: o.id}}
 	case openReasoning:
-		return []event.Event{{Type: event.ReasoningEnd, MessageID: o.id}}
+		return event.CloseReasoning(o.id)
 	}
-	return []event.Event{{Type: event.ToolCallResult, ToolCallID: o.id, Content: `{"status":"interrupted"}`, IsError: true}}
+	return []event.Event{{Type: event.ToolCallResult, ToolCallID: o.id, MessageID: t.ids.Next("result"), Content: `{"status":"interrupted"}`, IsError: true}}
 }
 
 func (t *translator) forget(id string) {

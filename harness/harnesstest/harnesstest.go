@@ -88,7 +88,8 @@ func Invariants(t testing.TB, evs []event.Event) {
 		t.Fatalf("want RUN_STARTED first and a terminal event last, got %d events", len(evs))
 	}
 	tools := map[string]int{} // 1 started, 2 resulted
-	msgs := map[string]bool{}
+	msgs := map[string]bool{}  // text and reasoning messages
+	spans := map[string]bool{} // reasoning spans
 	for i, e := range evs {
 		if e.Terminal() && i != len(evs)-1 {
 			t.Errorf("terminal event %d is not last", i)
@@ -108,7 +109,17 @@ func Invariants(t testing.TB, evs []event.Event) {
 				t.Errorf("result for tool call %s that is not open", e.ToolCallID)
 			}
 			tools[e.ToolCallID] = 2
-		case event.TextMessageStart, event.ReasoningStart:
+		case event.ReasoningStart:
+			if spans[e.MessageID] {
+				t.Errorf("reasoning span %s opened twice", e.MessageID)
+			}
+			spans[e.MessageID] = true
+		case event.ReasoningEnd:
+			if !spans[e.MessageID] {
+				t.Errorf("end of reasoning span %s that is not open", e.MessageID)
+			}
+			spans[e.MessageID] = false
+		case event.TextMessageStart, event.ReasoningMessageStart:
 			if msgs[e.MessageID] {
 				t.Errorf("message %s opened twice", e.MessageID)
 			}
@@ -117,7 +128,7 @@ func Invariants(t testing.TB, evs []event.Event) {
 			if !msgs[e.MessageID] {
 				t.Errorf("content for message %s that is not open", e.MessageID)
 			}
-		case event.TextMessageEnd, event.ReasoningEnd:
+		case event.TextMessageEnd, event.ReasoningMessageEnd:
 			if !msgs[e.MessageID] {
 				t.Errorf("end of message %s that is not open", e.MessageID)
 			}
@@ -132,6 +143,11 @@ func Invariants(t testing.TB, evs []event.Event) {
 	for id, open := range msgs {
 		if open {
 			t.Errorf("message %s never ends", id)
+		}
+	}
+	for id, open := range spans {
+		if open {
+			t.Errorf("reasoning span %s never ends", id)
 		}
 	}
 }

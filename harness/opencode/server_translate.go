@@ -277,7 +277,7 @@ func (t *serverTranslator) tool(p *serverPart) []event.Event {
 	}
 	if status == "completed" || status == "error" {
 		c.resolved = true
-		out = append(out, toolResult(c.id, c.name, &p.part))
+		out = append(out, toolResult(c.id, t.ids.Next("result"), c.name, &p.part))
 	}
 	return out
 }
@@ -345,7 +345,7 @@ func (t *serverTranslator) End(code int) []event.Event {
 			out = append(out, t.openArgs(c)...)
 		}
 		c.resolved = true
-		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: c.id, Content: interrupted, IsError: true})
+		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: c.id, MessageID: t.ids.Next("result"), Content: interrupted, IsError: true})
 	}
 	c := code
 	if code == 0 && t.errMsg == "" {

@@ -123,10 +123,9 @@ func (t *translator) Line(b []byte) []event.Event {
 				event.Event{Type: event.TextMessageEnd, MessageID: id})
 		}
 		id := t.ids.Next("reasoning")
-		return append(out,
-			event.Event{Type: event.ReasoningStart, MessageID: id},
-			event.Event{Type: event.ReasoningContent, MessageID: id, Delta: l.Part.Text},
-			event.Event{Type: event.ReasoningEnd, MessageID: id})
+		return append(append(append(out, event.OpenReasoning(id)...),
+			event.Event{Type: event.ReasoningContent, MessageID: id, Delta: l.Part.Text}),
+			event.CloseReasoning(id)...)
 	case "tool_use":
 		if l.Part == nil {
 			return out
@@ -166,15 +165,22 @@ func (t *translator) tool(p *part) []event.Event {
 		{Type: event.ToolCallArgs, ToolCallID: id, Delta: args},
 		{Type: event.ToolCallEnd, ToolCallID: id},
 	}
-	out = append(out, toolResult(id, name, p))
+	out = append(out, toolResult(id, t.ids.Next("result"), name, p))
 	if p.State.Status == "error" && strings.Contains(p.State.Error, rejectedMarker) {
 		out = append(out, approval(name, p.State.Input))
 	}
 	return out
 }
 
-// toolResult is the TOOL_CALL_RESULT of a completed or failed tool part.
-func toolResult(id, name string, p *part) event.Event {
+// toolResult is the TOOL_CALL_RESULT of a completed or failed tool part;
+// msgID is the tool message AG-UI mints for it.
+func toolResult(id, msgID, name string, p *part) event.Event {
+	e := toolResultOf(id, name, p)
+	e.MessageID = msgID
+	return e
+}
+
+func toolResultOf(id, name string, p *part) event.Event {
 	switch {
 	case p.State.Status == "error":
 		return event.Event{Type: event.ToolCallResult, ToolCallID: id, Content: p.State.Error, IsError: true}

@@ -17,7 +17,9 @@ type Metadata struct {
 	RunID    string `json:"runId,omitempty"`
 }
 
-func (m *Metadata) empty() bool { return m.ExitCode == nil && !m.IsError && m.ThreadID == "" && m.RunID == "" }
+func (m *Metadata) empty() bool {
+	return m.ExitCode == nil && !m.IsError && m.ThreadID == "" && m.RunID == ""
+}
 
 // wire is an event as AG-UI 1.0's schemas have it.
 type wire struct {
@@ -37,8 +39,8 @@ type wire struct {
 	Outcome      *Outcome        `json:"outcome,omitempty"`
 	Metadata     *Metadata       `json:"metadata,omitempty"`
 	// Fields of logs written before AG-UI 1.0's shapes, read only.
-	OldExitCode *int  `json:"exitCode,omitempty"`
-	OldIsError  bool  `json:"isError,omitempty"`
+	OldExitCode *int `json:"exitCode,omitempty"`
+	OldIsError  bool `json:"isError,omitempty"`
 }
 
 // MarshalJSON encodes the event in AG-UI 1.0's shape: the fields its type's

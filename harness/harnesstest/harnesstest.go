@@ -87,7 +87,7 @@ func Invariants(t testing.TB, evs []event.Event) {
 	if len(evs) < 2 || evs[0].Type != event.RunStarted || !evs[len(evs)-1].Terminal() {
 		t.Fatalf("want RUN_STARTED first and a terminal event last, got %d events", len(evs))
 	}
-	tools := map[string]int{} // 1 started, 2 resulted
+	tools := map[string]int{}  // 1 started, 2 resulted
 	msgs := map[string]bool{}  // text and reasoning messages
 	spans := map[string]bool{} // reasoning spans
 	for i, e := range evs {

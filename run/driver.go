@@ -44,6 +44,7 @@ type driver struct {
 	remove  []string // absolute sandbox paths to remove after the run
 	tr      harness.Translator
 	scrub   *scrubber // the run's secret values; nil when it has none
+	agui    aguiState // what the events left open, the approvals asked
 	sinkState
 }
 

@@ -107,7 +107,7 @@ func (d *driver) finishStored() (bool, error) {
 	}
 	status, msg := store.RunCompleted, ""
 	switch {
-	case last.Type == event.RunError && last.Code == "cancelled":
+	case last.Cancelled():
 		status = store.RunCancelled
 	case last.Type == event.RunError:
 		status, msg = store.RunFailed, last.Message
@@ -154,8 +154,11 @@ func (d *driver) exitMessage(code int) string {
 
 func (d *driver) secrets() sandbox.Secrets { return d.def.Workspace.SecretsOrEmpty() }
 
+// cancelEvent ends a cancelled run: RUN_FINISHED with AG-UI 1.0's
+// cancelled outcome (the run was stopped, it did not fail), the agent's
+// exit code in metadata when it has one.
 func cancelEvent(run store.Run, code *int) event.Event {
-	return event.Event{Type: event.RunError, ThreadID: run.ThreadID, RunID: run.ID, Message: "the run was cancelled", Code: "cancelled", ExitCode: code}
+	return event.Event{Type: event.RunFinished, ThreadID: run.ThreadID, RunID: run.ID, Outcome: &event.Outcome{Type: event.OutcomeCancelled}, ExitCode: code}
 }
 
 func withoutTerminal(evs []event.Event) []event.Event {

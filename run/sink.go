@@ -114,11 +114,18 @@ func (d *driver) emit(evs []event.Event) error {
 func (d *driver) emitFinal(evs []event.Event) {
 	d.replayOver = true
 	for _, e := range evs {
+		if e.Type == event.RunFinished {
+			for _, c := range d.agui.closing() {
+				_ = d.emitOne(c)
+			}
+			e = d.agui.finished(e)
+		}
 		_ = d.emitOne(e) // cannot fail once the replay is over
 	}
 }
 
 func (d *driver) emitOne(e event.Event) error {
+	d.agui.see(e)
 	content := isContent(e.Type)
 	if content {
 		e.Delta = validUTF8(e.Delta)

@@ -84,6 +84,9 @@ func (p *printer) print(e store.Event) error {
 		}
 	case event.RunFinished:
 		p.exitCode = ev.ExitCode
+		if ev.Cancelled() {
+			_, err = fmt.Fprintln(p.stderr, "corral: the run was cancelled")
+		}
 	case event.RunError:
 		p.exitCode = ev.ExitCode
 		p.failed = ev.Message

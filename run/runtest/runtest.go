@@ -313,7 +313,7 @@ func (s *suite) testCancelDetached(t *testing.T) {
 		t.Errorf("status %s", got.Status)
 	}
 	_, all := f.lines(rec.ID)
-	if last := all[len(all)-1]; last.Type != event.RunError || last.Code != "cancelled" {
+	if last := all[len(all)-1]; !last.Cancelled() {
 		t.Errorf("last event %+v", last)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/api"
+	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
 )
@@ -235,13 +236,13 @@ func (c *Client) stream(ctx context.Context, id string, after int64, fn func(sto
 	sc.Buffer(make([]byte, 64*1024), 16<<20)
 	var evID, evName string
 	var data []byte
+	terminal := false // the last event delivered ends the run
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
+		case line == ": end": // the daemon's end of a finished run's stream
+			return true, progressed, nil
 		case line == "":
-			if evName == "end" {
-				return true, progressed, nil
-			}
 			if evName == "error" {
 				var e api.Error
 				_ = json.Unmarshal(data, &e)
@@ -256,6 +257,7 @@ func (c *Client) stream(ctx context.Context, id string, after int64, fn func(sto
 					Type string `json:"type"`
 				}
 				_ = json.Unmarshal(data, &ev)
+				terminal = ev.Type == string(event.RunFinished) || ev.Type == string(event.RunError)
 				if err := fn(store.Event{RunID: id, Seq: seq, Type: ev.Type, Data: bytes.Clone(data)}); err != nil {
 					return true, progressed, err
 				}
@@ -273,6 +275,11 @@ func (c *Client) stream(ctx context.Context, id string, after int64, fn func(sto
 			}
 			data = append(data, strings.TrimPrefix(line[5:], " ")...)
 		}
+	}
+	if terminal && sc.Err() == nil {
+		// A stream closed right after the run's last event (by a proxy
+		// that drops comments, say): the run is over.
+		return true, progressed, nil
 	}
 	return false, progressed, sandbox.Wrap(sandbox.Unavailable, "client.events", id, errors.Join(sc.Err(), io.ErrUnexpectedEOF))
 }

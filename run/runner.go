@@ -176,6 +176,10 @@ func (r *Runner) Definition(id string) (*sandbox.Definition, bool) {
 
 // StartRequest asks for a new run.
 type StartRequest struct {
+	// ID is the run's id, chosen by the caller (an AG-UI client's runId);
+	// empty mints one. It must be 1 to 128 letters, digits, '.', '_' or
+	// '-', not starting with '.' or '-', and unused (AlreadyExists).
+	ID         string
 	Definition string // definition id; required
 	Thread     string // thread; a fresh one when empty
 	Tenant     string
@@ -192,6 +196,19 @@ type StartRequest struct {
 	// Options key "approvals" (the JSON the harnesses once decoded each on
 	// their own) is refused with InvalidArgument.
 	Approvals map[string]bool
+}
+
+// ValidRunID reports whether id may name a run (StartRequest.ID).
+func ValidRunID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '.' || id[0] == '-' {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // NewID returns a fresh, time-ordered id with a prefix.
@@ -222,7 +239,12 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 	if req.Thread == "" {
 		req.Thread = NewID("thread")
 	}
-	id := NewID("run")
+	id := req.ID
+	if id == "" {
+		id = NewID("run")
+	} else if !ValidRunID(id) {
+		return store.Run{}, sandbox.Errorf(sandbox.InvalidArgument, "run.start", id, "a run id is 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-'")
+	}
 	rec := store.Run{
 		ID: id, ThreadID: req.Thread, Tenant: req.Tenant, DefinitionID: def.ID, Harness: h.Name(),
 		Status: store.RunRunning, JournalNonce: journal.NewNonce(),

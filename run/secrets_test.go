@@ -101,11 +101,11 @@ func TestSecretsScrubbedFromEvents(t *testing.T) {
 			sc.Buffer(nil, 1<<20)
 			for sc.Scan() {
 				sse.WriteString(sc.Text() + "\n")
-				if sc.Text() == "event: end" {
+				if sc.Text() == ": end" {
 					break
 				}
 			}
-			if !strings.Contains(sse.String(), "event: end") {
+			if !strings.Contains(sse.String(), "\n: end\n") {
 				t.Fatalf("the SSE stream did not end: %v\n%s", sc.Err(), sse.String())
 			}
 			_ = r.Wait(c, rec.ID)

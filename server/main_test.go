@@ -254,9 +254,11 @@ func apiError(t *testing.T, resp *http.Response, body []byte) (code, msg string)
 	return e.Code, e.Message
 }
 
-// sse is one Server-Sent Event.
+// sse is one Server-Sent Event; End marks the daemon's ": end" comment,
+// which ends a finished run's stream.
 type sse struct {
 	ID, Event, Data string
+	End             bool
 }
 
 // readSSE parses a whole event stream (comments dropped).
@@ -289,6 +291,10 @@ func scanSSE(r io.Reader, fn func(sse) bool) error {
 				}
 			}
 			cur, data, has = sse{}, nil, false
+		case line == ": end":
+			if !fn(sse{End: true}) {
+				return nil
+			}
 		case strings.HasPrefix(line, ":"):
 		case strings.HasPrefix(line, "id:"):
 			cur.ID, has = strings.TrimSpace(line[3:]), true
@@ -302,18 +308,25 @@ func scanSSE(r io.Reader, fn func(sse) bool) error {
 }
 
 // checkStream checks a finished stream: ids are the sequence numbers
-// first, first+1, …, every data event has one, and it ends with exactly
-// one "end" event. It returns the data events' payloads.
+// first, first+1, …, every data event has one and is an AG-UI event (it
+// has a type), and it ends with the ": end" comment, once. It returns the
+// data events' payloads.
 func checkStream(t *testing.T, evs []sse, first int64) []string {
 	t.Helper()
-	if len(evs) == 0 || evs[len(evs)-1].Event != "end" {
-		t.Fatalf("stream does not end with an end event: %+v", tail(evs))
+	if len(evs) == 0 || !evs[len(evs)-1].End {
+		t.Fatalf("stream does not end with the end comment: %+v", tail(evs))
 	}
 	var out []string
 	want := first
 	for _, e := range evs[:len(evs)-1] {
 		if e.Event != "" {
 			t.Fatalf("unexpected event %q in the stream: %+v", e.Event, e)
+		}
+		if e.End {
+			t.Fatalf("an end comment before the stream's end: %+v", tail(evs))
+		}
+		if ev, err := event.Unmarshal([]byte(e.Data)); err != nil || ev.Type == "" {
+			t.Fatalf("data frame %q is not an AG-UI event (%v)", e.Data, err)
 		}
 		if e.ID != fmt.Sprint(want) {
 			t.Fatalf("event id %q, want %d (no gap, no repeat)", e.ID, want)

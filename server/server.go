@@ -6,6 +6,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/api"
+	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
@@ -171,27 +173,45 @@ func (s *Server) definitions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Definitions{Definitions: s.opts.Definitions, Harnesses: s.opts.Harnesses})
 }
 
+// startRun starts a run from a StartRun, or from AG-UI's RunAgentInput
+// (agui.go), which may also reconnect to the run its runId names.
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
-	var req api.StartRun
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&req)
-	if err == nil { // one JSON object and nothing after it
-		if _, terr := dec.Token(); terr == nil {
-			err = errors.New("unexpected data after the JSON object")
-		} else if !errors.Is(terr, io.EOF) {
-			err = terr
-		}
-	}
+	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeJSON(w, http.StatusRequestEntityTooLarge, api.Error{Code: sandbox.InvalidArgument.String(), Message: fmt.Sprintf("the body is larger than %d bytes", s.opts.MaxBody)})
 			return
 		}
-		s.fail(w, r, badRequest("the body is not a valid run request: %v", err))
+		s.fail(w, r, badRequest("reading the body: %v", err))
 		return
+	}
+	var req api.StartRun
+	runID := ""
+	if isAGUIInput(body) {
+		if req, runID, err = fromAGUI(body); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if s.reconnectAGUI(w, r, req.Thread, runID) {
+			return
+		}
+	} else {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&req)
+		if err == nil { // one JSON object and nothing after it
+			if _, terr := dec.Token(); terr == nil {
+				err = errors.New("unexpected data after the JSON object")
+			} else if !errors.Is(terr, io.EOF) {
+				err = terr
+			}
+		}
+		if err != nil {
+			s.fail(w, r, badRequest("the body is not a valid run request: %v", err))
+			return
+		}
 	}
 	if req.Definition == "" {
 		req.Definition = s.opts.Definitions[0]
@@ -212,7 +232,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec, err := s.opts.Runner.Start(context.WithoutCancel(r.Context()), run.StartRequest{
-		Definition: req.Definition, Thread: req.Thread, Tenant: tenantOf(r), Harness: req.Harness,
+		ID: runID, Definition: req.Definition, Thread: req.Thread, Tenant: tenantOf(r), Harness: req.Harness,
 		Prompt: req.Prompt, Args: req.Args, Model: req.Model, Auth: harness.Auth(req.Auth), Options: req.Options, Approvals: req.Approvals,
 	})
 	if err != nil {
@@ -353,8 +373,12 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // stream writes the run's events as Server-Sent Events, each with its
-// sequence number as the event id, until the run ends (then an "end"
-// event) or the client goes away — which leaves the run going.
+// sequence number as the event id, until the run ends or the client goes
+// away (which leaves the run going). Every data frame is an AG-UI event: a
+// finished stream ends with the comment ": end" and is closed (AG-UI
+// clients reject a frame without an event type); a stream that fails ends
+// with an "error" event whose data is a RUN_ERROR without an id (its code
+// is corral's error code, e.g. Unavailable: reconnect).
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, runID string, after int64, takeover bool) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -414,11 +438,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runID string, af
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("server: streaming a run failed", "run", runID, "err", err)
-			fmt.Fprintf(w, "event: error\ndata: %s\n\n", mustJSON(api.Error{Code: sandbox.CodeOf(err).String(), Message: err.Error()}))
+			fmt.Fprintf(w, "event: error\ndata: %s\n\n", event.Event{Type: event.RunError, Code: sandbox.CodeOf(err).String(), Message: err.Error()}.Marshal())
+			fl.Flush()
 		}
 		return
 	}
-	fmt.Fprint(w, "event: end\ndata: {}\n\n")
+	fmt.Fprint(w, ": end\n\n")
 	fl.Flush()
 }
 

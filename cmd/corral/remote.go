@@ -52,7 +52,7 @@ func streamRemote(cmd *cobra.Command, c *client.Client, runID string, after int6
 	if err != nil {
 		return err
 	}
-	return runExit(fromAPI(r))
+	return p.exit(runExit(fromAPI(r)))
 }
 
 // fromAPI is the part of a run record the CLI's exit needs.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -94,6 +95,16 @@ func (p *printer) print(e store.Event) error {
 	return err
 }
 
+// exit drops the message of a failed run's exit error when the run's
+// RUN_ERROR event already printed it, so an error is said once.
+func (p *printer) exit(err error) error {
+	var ee *exitError
+	if p.failed != "" && errors.As(err, &ee) && ee.err != nil {
+		return &exitError{code: ee.code}
+	}
+	return err
+}
+
 // printPolicyNotice warns that the run's harness cannot enforce some rules
 // of its policy: one warning line, then a line per rule with why.
 func printPolicyNotice(w io.Writer, value json.RawMessage) error {
@@ -123,4 +134,18 @@ func ruleName(r event.UnenforcedRule) string {
 		return r.Rule + " " + strconv.Quote(r.Pattern)
 	}
 	return r.Rule + " " + r.Decision
+}
+
+// errNoRun is how every command says a run id names nothing. It exits
+// with code 1 like any error; scripts can match the text "no such run".
+func errNoRun(id string) error { return fmt.Errorf("no such run: %s", id) }
+
+// runExists fails with errNoRun when the store has no run id.
+func runExists(ctx context.Context, st store.Store, id string) error {
+	if _, ok, err := st.GetRun(ctx, id); err != nil {
+		return err
+	} else if !ok {
+		return errNoRun(id)
+	}
+	return nil
 }

@@ -52,6 +52,10 @@ type printer struct {
 	exitCode       *int
 	failed         string
 	raw            bool // print each event as JSON instead
+	// progress prints the sandbox's preparation steps (sandbox.progress
+	// events). Off where this process prepares the sandbox itself: the
+	// provider prints its steps on the terminal already.
+	progress bool
 }
 
 func (p *printer) print(e store.Event) error {
@@ -70,6 +74,12 @@ func (p *printer) print(e store.Event) error {
 	case event.ToolCallStart:
 		_, err = fmt.Fprintf(p.stderr, "corral: tool %s\n", ev.ToolCallName)
 	case event.Custom:
+		if ev.Name == event.SandboxProgress && p.progress {
+			var s sandbox.ProgressStep
+			if json.Unmarshal(ev.Value, &s) == nil {
+				err = printProgress(p.stderr, s)
+			}
+		}
 		if ev.Name == event.PolicyUnenforced {
 			err = printPolicyNotice(p.stderr, ev.Value)
 		}
@@ -92,6 +102,20 @@ func (p *printer) print(e store.Event) error {
 			_, err = fmt.Fprintf(p.stderr, "corral: %s\n", strings.TrimSpace(ev.Message))
 		}
 	}
+	return err
+}
+
+// printProgress prints one preparation step as a line.
+func printProgress(w io.Writer, s sandbox.ProgressStep) error {
+	line := "corral: " + s.Phase + " " + s.Subject
+	if s.Part != "" {
+		line += " " + s.Part
+	}
+	line += ": " + s.Status
+	if s.Total > 0 {
+		line += fmt.Sprintf(" (%d bytes)", s.Total)
+	}
+	_, err := fmt.Fprintln(w, line)
 	return err
 }
 

@@ -42,18 +42,7 @@ func TestSandboxProgressEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seen int64
-	fctx, stop := context.WithCancel(c)
-	_ = a.Follow(fctx, rec.ID, 0, func(ev store.Event) error {
-		seen = ev.Seq
-		if ev.Seq >= 12 {
-			stop()
-		}
-		return nil
-	})
-	if err := a.Detach(c, rec.ID); err != nil {
-		t.Fatal(err)
-	}
+	seen := followThenDetach(t, a, c, rec.ID, 12)
 	collect(t, b, c, rec.ID, seen, true) // the takeover replays from the start
 	_ = b.Wait(c, rec.ID)
 	all := collect(t, b, c, rec.ID, 0, false)

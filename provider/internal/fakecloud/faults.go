@@ -33,12 +33,17 @@ type Fault struct {
 // Injected is a fault added to a route; it counts the requests it hit.
 type Injected struct {
 	f    Fault
-	left atomic.Int64
-	hits atomic.Int64
+	left  atomic.Int64
+	hits  atomic.Int64
+	drops atomic.Int64
 }
 
 // Hits returns how many requests the fault has hit.
 func (i *Injected) Hits() int { return int(i.hits.Load()) }
+
+// Drops returns how many streams a DropAfter fault has dropped (a stream
+// shorter than DropAfter is hit but not dropped).
+func (i *Injected) Drops() int { return int(i.drops.Load()) }
 
 // Inject adds f to route. Faults of one route apply in the order they
 // were added, each to its Times requests.
@@ -73,11 +78,18 @@ type faultKey struct{}
 // StreamFault returns the byte count after which a streaming handler must
 // drop its socket for this request, and false when no such fault applies.
 func StreamFault(ctx context.Context) (dropAfter int, ok bool) {
-	f, _ := ctx.Value(faultKey{}).(*Fault)
-	if f == nil || f.DropAfter <= 0 {
+	in, _ := ctx.Value(faultKey{}).(*Injected)
+	if in == nil || in.f.DropAfter <= 0 {
 		return 0, false
 	}
-	return f.DropAfter, true
+	return in.f.DropAfter, true
+}
+
+// NoteDrop counts a stream dropped by the request's DropAfter fault.
+func NoteDrop(ctx context.Context) {
+	if in, _ := ctx.Value(faultKey{}).(*Injected); in != nil {
+		in.drops.Add(1)
+	}
 }
 
 // serve runs h under the route's next fault, if any.
@@ -107,7 +119,7 @@ func (s *Server) serve(route string, w http.ResponseWriter, r *http.Request, h h
 		s.answerFault(w, f)
 		return
 	}
-	h(w, r.WithContext(context.WithValue(r.Context(), faultKey{}, &f)))
+	h(w, r.WithContext(context.WithValue(r.Context(), faultKey{}, in)))
 }
 
 func (s *Server) answerFault(w http.ResponseWriter, f Fault) {

@@ -32,7 +32,7 @@ type Fault struct {
 
 // Injected is a fault added to a route; it counts the requests it hit.
 type Injected struct {
-	f    Fault
+	f     Fault
 	left  atomic.Int64
 	hits  atomic.Int64
 	drops atomic.Int64

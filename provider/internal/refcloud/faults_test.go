@@ -279,4 +279,3 @@ func TestSecretsPerCommand(t *testing.T) {
 	}
 	t.Logf("secret in commands: yes; in %d REST bodies (create included): 0", len(bodies))
 }
-

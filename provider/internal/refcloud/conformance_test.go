@@ -9,6 +9,7 @@ import (
 	"github.com/d10ffeed/corral/provider/internal/fakecloud"
 	"github.com/d10ffeed/corral/provider/internal/refcloud"
 	"github.com/d10ffeed/corral/run/runtest"
+	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/sandboxtest"
 	"github.com/d10ffeed/corral/store"
 	"github.com/d10ffeed/corral/store/memstore"
@@ -21,6 +22,13 @@ import (
 func TestConformance(t *testing.T) {
 	p, _ := newProvider(t, newFake(t, fakecloud.GroupKill), refcloud.Options{})
 	sandboxtest.Run(t, sandboxtest.Harness{Provider: p})
+}
+
+// TestConformanceGuarded runs the provider suite over sandbox.Guard, as
+// the registry hands providers out.
+func TestConformanceGuarded(t *testing.T) {
+	p, _ := newProvider(t, newFake(t, fakecloud.GroupKill), refcloud.Options{})
+	sandboxtest.Run(t, sandboxtest.Harness{Provider: sandbox.Guard(p, sandbox.GuardOptions{})})
 }
 
 // TestJournalConformance runs the journal suite over the network.

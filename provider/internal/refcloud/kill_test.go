@@ -128,3 +128,46 @@ func TestPIDOnlyClaimFailsKillMeasured(t *testing.T) {
 		t.Fatalf("KillMeasured did not catch the false claim (err %v):\n%s", err, out)
 	}
 }
+
+// TestKillOnDisconnect: the exec socket of a spawned tree drops in the
+// middle of its output. A kill-on-disconnect backend kills the whole
+// group; a group-kill backend lets it run (the journal relies on that).
+func TestKillOnDisconnect(t *testing.T) {
+	for _, tc := range []struct {
+		mode     fakecloud.KillMode
+		survives bool
+	}{
+		{fakecloud.KillOnDisconnect, false},
+		{fakecloud.GroupKill, true},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			ctx := hangGuard(t)
+			s := newFake(t, tc.mode)
+			p, _ := newProvider(t, s, refcloud.Options{})
+			h := create(t, ctx, p, sandbox.CreateOptions{})
+			f := s.Inject("exec", fakecloud.Fault{DropAfter: 64 << 10})
+			pr, err := h.Spawn(ctx, sandbox.Command{Shell: `sleep 300 & echo $!; head -c 1048576 /dev/zero; wait`})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _, _ = io.Copy(io.Discard, pr.Stderr()) }()
+			out := bufio.NewReader(pr.Stdout())
+			line, err := out.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			gpid, _ := strconv.Atoi(strings.TrimSpace(line))
+			n, rerr := io.Copy(io.Discard, out) // ends when the socket drops
+			deadline := time.Now().Add(20 * time.Second) // hang guard
+			for !tc.survives && alive(gpid) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			survived := alive(gpid)
+			t.Logf("%s: stream dropped after %d bytes read (%v; %d dropped by the fault); backgrounded grandchild survived the disconnect: %v",
+				tc.mode, n+int64(len(line)), rerr, f.Drops(), survived)
+			if f.Drops() != 1 || rerr == nil || survived != tc.survives {
+				t.Fatalf("drops %d, read error %v, survived %v (want %v)", f.Drops(), rerr, survived, tc.survives)
+			}
+		})
+	}
+}

@@ -157,7 +157,7 @@ func TestKillOnDisconnect(t *testing.T) {
 				t.Fatal(err)
 			}
 			gpid, _ := strconv.Atoi(strings.TrimSpace(line))
-			n, rerr := io.Copy(io.Discard, out) // ends when the socket drops
+			n, rerr := io.Copy(io.Discard, out)          // ends when the socket drops
 			deadline := time.Now().Add(20 * time.Second) // hang guard
 			for !tc.survives && alive(gpid) && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)

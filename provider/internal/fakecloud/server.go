@@ -55,8 +55,8 @@ type Server struct {
 	bodies    []Recorded
 }
 
-// Recorded is one request body the server received (REST calls only,
-// first 64 KiB), kept so tests can check what reached the backend.
+// Recorded is one non-empty request body the server received (REST calls
+// only, first 64 KiB), kept so tests can check what reached the backend.
 type Recorded struct {
 	Route, Method, Path string
 	Body                []byte
@@ -135,9 +135,11 @@ func (s *Server) Handle(route, pattern string, h http.HandlerFunc) {
 		if !isUpgrade(r) && r.Body != nil {
 			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			s.mu.Lock()
-			s.bodies = append(s.bodies, Recorded{Route: route, Method: r.Method, Path: r.URL.Path, Body: body[:min(len(body), 64<<10)]})
-			s.mu.Unlock()
+			if len(body) > 0 {
+				s.mu.Lock()
+				s.bodies = append(s.bodies, Recorded{Route: route, Method: r.Method, Path: r.URL.Path, Body: body[:min(len(body), 64<<10)]})
+				s.mu.Unlock()
+			}
 		}
 		s.serve(route, w, r, h)
 	})
@@ -168,8 +170,10 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 
 // ErrorBody is the JSON of an error answer.
 type ErrorBody struct {
+	// Message says what went wrong.
 	Message string `json:"message"`
-	Status  int    `json:"status"`
+	// Status repeats the HTTP status.
+	Status int `json:"status"`
 }
 
 // WriteError answers status with an ErrorBody.

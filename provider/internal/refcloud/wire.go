@@ -4,11 +4,16 @@ import "time"
 
 // Sandbox is the protocol's sandbox object.
 type Sandbox struct {
-	ID        string            `json:"id"`
-	Name      string            `json:"name"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	Root      string            `json:"root"`
-	CreatedAt time.Time         `json:"createdAt"`
+	// ID is the backend's opaque id (the handle's ID).
+	ID string `json:"id"`
+	// Name is the create's name, unique while the sandbox lives.
+	Name string `json:"name"`
+	// Labels are the create's labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Root is the workspace's absolute path in the sandbox.
+	Root string `json:"root"`
+	// CreatedAt is when the backend made it.
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // CreateRequest is the body of POST /v1/sandboxes. It has no environment:

@@ -149,7 +149,7 @@ func (f *File) provider(log *slog.Logger, progress func(string)) (sandbox.Provid
 			return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, "provider.%s: %v", name, err)
 		}
 	}
-	return c.Provider(registry.BuildOptions{Logger: log, Rel: f.rel, Progress: progress})
+	return registry.Build(c, registry.BuildOptions{Logger: log, Rel: f.rel, Progress: progress})
 }
 
 func timeOf(d Duration) time.Duration { return time.Duration(d) }

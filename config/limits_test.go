@@ -5,6 +5,7 @@ import (
 
 	"github.com/d10ffeed/corral/config"
 	"github.com/d10ffeed/corral/provider/docker"
+	"github.com/d10ffeed/corral/sandbox"
 )
 
 // TestDockerLimits: corral.yaml's docker section reaches the provider's
@@ -30,8 +31,8 @@ func TestDockerLimits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, ok := def.Provider.(*docker.Provider)
-			if !ok {
+			var p *docker.Provider
+			if !sandbox.ProviderAs(def.Provider, &p) {
 				t.Fatalf("provider is %T", def.Provider)
 			}
 			defer p.Close()

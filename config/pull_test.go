@@ -6,6 +6,7 @@ import (
 
 	"github.com/d10ffeed/corral/config"
 	"github.com/d10ffeed/corral/provider/docker"
+	"github.com/d10ffeed/corral/sandbox"
 )
 
 // TestDockerPull: provider.docker.pull reaches the provider; a bad value
@@ -29,8 +30,8 @@ func TestDockerPull(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, ok := def.Provider.(*docker.Provider)
-			if !ok {
+			var p *docker.Provider
+			if !sandbox.ProviderAs(def.Provider, &p) {
 				t.Fatalf("provider is %T", def.Provider)
 			}
 			defer p.Close()

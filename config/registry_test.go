@@ -65,3 +65,26 @@ func TestRegisteredProviderSection(t *testing.T) {
 		t.Errorf("ProviderNames() = %s", got)
 	}
 }
+
+// TestDefinitionProviderIsGuarded: the provider config builds from a
+// corral.yaml section comes through the registry's guard, and the
+// provider's own type is reached with sandbox.ProviderAs.
+func TestDefinitionProviderIsGuarded(t *testing.T) {
+	for _, src := range []string{"provider:\n  name: cloud\n", "provider:\n  name: local\n", ""} {
+		f, err := config.Parse([]byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		def, err := f.Definition(config.BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := def.Provider.(sandbox.ProviderWrapper); !ok {
+			t.Errorf("%q: the definition's provider is %T, not guarded", src, def.Provider)
+		}
+		var lp *local.Provider
+		if !sandbox.ProviderAs(def.Provider, &lp) {
+			t.Errorf("%q: ProviderAs(*local.Provider) failed through the guard", src)
+		}
+	}
+}

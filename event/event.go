@@ -59,6 +59,12 @@ const (
 	// OutputTruncated says the event log holds less than the agent wrote
 	// (value: Truncation); the journal in the sandbox keeps everything.
 	OutputTruncated = "output.truncated"
+	// SandboxProgress is a step of the sandbox's preparation before the
+	// agent starts, such as a layer of an image pull (value: the provider's
+	// sandbox.ProgressStep: phase, subject, where, part, status, current,
+	// total). It is not derived from the journal: a takeover's replay does
+	// not check it, and a driver that takes over does not repeat it.
+	SandboxProgress = "sandbox.progress"
 )
 
 // PolicyNotice is the value of a policy.unenforced event: the rules of the

@@ -142,7 +142,17 @@ func (d *driver) startAgent() error {
 		m.OnStep = func(ev bootstrap.StepEvent) { d.r.opts.OnStep(d.run.ID, ev) }
 	}
 	began := time.Now()
-	res, err := m.Ensure(d.ctx, d.def, ensure.Request{Thread: d.run.ThreadID, Run: d.run.ID, Tenant: d.run.Tenant})
+	// The provider's preparation steps (an image pull) become events, each
+	// appended at once so that a client watching sees the pull live.
+	ctx := sandbox.WithProgress(d.ctx, func(s sandbox.ProgressStep) {
+		if d.replaying() {
+			return // a takeover: the first driver's steps are in the log
+		}
+		if d.emitOne(event.CustomEvent(event.SandboxProgress, s)) == nil {
+			_ = d.flush(d.ctx)
+		}
+	})
+	res, err := m.Ensure(ctx, d.def, ensure.Request{Thread: d.run.ThreadID, Run: d.run.ID, Tenant: d.run.Tenant})
 	if f := d.r.opts.OnEnsure; f != nil {
 		outcome := string(res.Outcome)
 		if err != nil {

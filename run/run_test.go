@@ -158,6 +158,26 @@ func TestRunFailsWithExitCode(t *testing.T) {
 // TestDetachAndTakeOver detaches a run from one runner mid-stream and
 // attaches from a second runner (standing in for another process): every
 // line arrives exactly once, in order.
+// followThenDetach follows run id on r until event n, then detaches it;
+// it returns the last sequence number seen.
+func followThenDetach(t *testing.T, r *run.Runner, c context.Context, id string, n int64) int64 {
+	t.Helper()
+	var seen int64
+	fctx, stop := context.WithCancel(c)
+	defer stop()
+	_ = r.Follow(fctx, id, 0, func(ev store.Event) error {
+		seen = ev.Seq
+		if ev.Seq >= n {
+			stop()
+		}
+		return nil
+	})
+	if err := r.Detach(c, id); err != nil {
+		t.Fatal(err)
+	}
+	return seen
+}
+
 func TestDetachAndTakeOver(t *testing.T) {
 	e := newEnv(t)
 	a := e.runner(t, run.Options{})
@@ -169,18 +189,7 @@ func TestDetachAndTakeOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Let some lines through, then detach.
-	var seen int64
-	fctx, stop := context.WithCancel(c)
-	_ = a.Follow(fctx, rec.ID, 0, func(ev store.Event) error {
-		seen = ev.Seq
-		if ev.Seq >= 15 {
-			stop()
-		}
-		return nil
-	})
-	if err := a.Detach(c, rec.ID); err != nil {
-		t.Fatal(err)
-	}
+	seen := followThenDetach(t, a, c, rec.ID, 15)
 	detached, _, _ := e.st.GetRun(c, rec.ID)
 	if detached.DetachedSince.IsZero() || detached.Status != store.RunRunning {
 		t.Fatalf("after detach: %+v", detached)

@@ -27,11 +27,14 @@ type Command struct {
 	// only; a spawned process has Process.Stdin instead).
 	Stdin io.Reader
 	// Timeout, when positive, ends the command after this long as if ctx had
-	// expired.
+	// expired: Exec returns DeadlineExceeded; a spawned process is killed
+	// once Timeout has passed after Spawn returned (its Wait reports the
+	// signal's exit code). Guard enforces it whatever the provider does.
 	Timeout time.Duration
 	// OutputLimit, when positive, bounds how many bytes of each of stdout
 	// and stderr Exec keeps in memory; the rest is read and discarded, and
-	// ExecResult says it was truncated. Zero keeps everything.
+	// ExecResult says it was truncated. Zero keeps everything. Guard cuts
+	// the result to it even when a provider kept more.
 	OutputLimit int
 }
 

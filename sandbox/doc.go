@@ -16,6 +16,13 @@
 // symbolic links whose target leaves the root are rejected the same way on
 // every provider.
 //
+// [Guard] wraps a provider so that every handle it makes checks commands,
+// environment names and capabilities, enforces Command.Timeout and
+// OutputLimit and wraps errors once, before the provider is called, with a
+// decorator hook for cross-cutting wrappers; [As] reaches a backend's own
+// handle through such wrappers. The provider registry guards every
+// provider it hands out.
+//
 // This package imports no provider SDK and no database driver. Providers
 // live in corral/provider/..., and the conformance suite every provider must
 // pass lives in corral/sandbox/sandboxtest.

@@ -107,48 +107,39 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Instrument wraps a provider so the time of every Exec in its sandboxes
-// is observed.
-func (m *Metrics) Instrument(p sandbox.Provider) sandbox.Provider {
-	return &instrumented{Provider: p, m: m}
-}
-
-type instrumented struct {
-	sandbox.Provider
-	m *Metrics
-}
-
-func (p *instrumented) wrap(h sandbox.Handle, err error) (sandbox.Handle, error) {
-	if err != nil {
-		return nil, err
+// Decorator returns the handle decorator (sandbox.GuardOptions.Decorate)
+// that observes the time of every Exec in the sandboxes of the named
+// provider in corral_exec_seconds. The guard applies it to every handle it
+// hands out, forks included, so the decorator wraps nothing else:
+//
+//	p = sandbox.Guard(p, sandbox.GuardOptions{Decorate: m.Decorator(p.Name())})
+func (m *Metrics) Decorator(provider string) func(sandbox.Handle) sandbox.Handle {
+	exec := m.exec.WithLabelValues(provider)
+	return func(h sandbox.Handle) sandbox.Handle {
+		return &timedHandle{Handle: h, exec: exec}
 	}
-	return &instrumentedHandle{Handle: h, p: p}, nil
 }
 
-func (p *instrumented) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.Handle, error) {
-	return p.wrap(p.Provider.Create(ctx, o))
+// Instrument returns p guarded with the metrics' decorator (Decorator);
+// guarding an already guarded provider composes the decorators instead of
+// wrapping twice.
+func (m *Metrics) Instrument(p sandbox.Provider) sandbox.Provider {
+	return sandbox.Guard(p, sandbox.GuardOptions{Decorate: m.Decorator(p.Name())})
 }
 
-func (p *instrumented) Resume(ctx context.Context, id string) (sandbox.Handle, error) {
-	return p.wrap(p.Provider.Resume(ctx, id))
-}
-
-func (p *instrumented) RestoreSnapshot(ctx context.Context, snap string, o sandbox.CreateOptions) (sandbox.Handle, error) {
-	return p.wrap(p.Provider.RestoreSnapshot(ctx, snap, o))
-}
-
-type instrumentedHandle struct {
+// timedHandle observes the time of each Exec. Fork is the embedded
+// handle's: the guard decorates forks itself.
+type timedHandle struct {
 	sandbox.Handle
-	p *instrumented
+	exec prometheus.Observer
 }
 
-func (h *instrumentedHandle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
+// Unwrap returns the decorated handle, for sandbox.As.
+func (h *timedHandle) Unwrap() sandbox.Handle { return h.Handle }
+
+func (h *timedHandle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
 	began := time.Now()
 	res, err := h.Handle.Exec(ctx, cmd)
-	h.p.m.exec.WithLabelValues(h.p.Name()).Observe(time.Since(began).Seconds())
+	h.exec.Observe(time.Since(began).Seconds())
 	return res, err
-}
-
-func (h *instrumentedHandle) Fork(ctx context.Context) (sandbox.Handle, error) {
-	return h.p.wrap(h.Handle.Fork(ctx))
 }

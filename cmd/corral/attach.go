@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 )
@@ -47,18 +46,14 @@ missing. Ctrl-C detaches again. corral exits with the run's exit code.`,
 				return err
 			}
 			defer st.Close()
+			if err := runExists(ctx, st, args[0]); err != nil {
+				return err
+			}
 			after := from
 			if !cmd.Flags().Changed("from") {
 				if after, err = st.LastSeq(ctx, args[0]); err != nil {
 					return err
 				}
-			} else if from < 0 {
-				return errors.New("--from must be 0 or more")
-			}
-			if _, ok, err := st.GetRun(ctx, args[0]); err != nil {
-				return err
-			} else if !ok {
-				return fmt.Errorf("no run %q", args[0])
 			}
 			return streamRun(cmd, r, st, args[0], after, true)
 		},

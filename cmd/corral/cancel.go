@@ -37,6 +37,9 @@ to --wait for the run to end.`,
 			}
 			defer st.Close()
 			defer r.Close(context.WithoutCancel(ctx))
+			if err := runExists(ctx, st, args[0]); err != nil {
+				return err
+			}
 			rec, err := r.Cancel(ctx, args[0])
 			if err != nil {
 				return err

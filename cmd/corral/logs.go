@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 )
 
@@ -41,10 +39,8 @@ func newLogsCmd() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			if _, ok, err := st.GetRun(ctx, args[0]); err != nil {
+			if err := runExists(ctx, st, args[0]); err != nil {
 				return err
-			} else if !ok {
-				return fmt.Errorf("no run %q", args[0])
 			}
 			evs, err := st.ReadEvents(ctx, args[0], from, 0)
 			if err != nil {

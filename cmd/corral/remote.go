@@ -39,7 +39,7 @@ func (f *remoteFlags) client() (*client.Client, error) {
 func streamRemote(cmd *cobra.Command, c *client.Client, runID string, after int64) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	p := &printer{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), last: after}
+	p := &printer{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), last: after, progress: true}
 	err := c.Events(ctx, runID, after, p.print)
 	if ctx.Err() != nil && cmd.Context().Err() == nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "corral: detached; run %s goes on. Attach with: corral attach --server ... %s\n", runID, runID)
@@ -52,7 +52,7 @@ func streamRemote(cmd *cobra.Command, c *client.Client, runID string, after int6
 	if err != nil {
 		return err
 	}
-	return runExit(fromAPI(r))
+	return p.exit(runExit(fromAPI(r)))
 }
 
 // fromAPI is the part of a run record the CLI's exit needs.

@@ -88,10 +88,12 @@ exits with the command's exit code.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s)\n", rec.ID, rec.Thread)
 				if detach {
+					fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s) started detached; attach with: corral attach --server ... %s\n", rec.ID, rec.Thread, rec.ID)
+					fmt.Fprintln(cmd.OutOrStdout(), rec.ID)
 					return nil
 				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s)\n", rec.ID, rec.Thread)
 				return streamRemote(cmd, c, rec.ID, 0)
 			}
 			r, st, err := sf.openRunner(ctx, cmd.ErrOrStderr())
@@ -105,20 +107,25 @@ exits with the command's exit code.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s)\n", rec.ID, rec.ThreadID)
 			if detach {
 				if err := r.WaitStarted(ctx, rec.ID); err != nil {
 					return err
 				}
-				return detachAndReport(cmd, r, st, rec.ID, nil)
+				if err := detachRun(cmd, r, st, rec.ID, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s) started detached; attach with: corral attach %s\n", rec.ID, rec.ThreadID, rec.ID)
+				fmt.Fprintln(cmd.OutOrStdout(), rec.ID)
+				return nil
 			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s)\n", rec.ID, rec.ThreadID)
 			return streamRun(cmd, r, st, rec.ID, 0, false)
 		},
 	}
 	sf.register(cmd)
 	rf.register(cmd)
 	cmd.Flags().StringVar(&thread, "thread", "", "thread the run belongs to (default: a new one)")
-	cmd.Flags().BoolVar(&detach, "detach", false, "start the run, print its id and return")
+	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "start the run, print its id on stdout and exit 0 (id=$(corral run -d ...))")
 	cmd.Flags().StringVar(&hname, "harness", command.Name, "the agent: "+strings.Join(harnessNames(), ", ")+", or acp:<agent command>")
 	cmd.Flags().StringVar(&model, "model", "", "the model the agent uses (default: the agent's)")
 	cmd.Flags().StringVar(&auth, "auth", "", "api-key (a workspace secret) or host (the agent CLI's own login)")
@@ -169,13 +176,22 @@ func streamRun(cmd *cobra.Command, r *run.Runner, st store.Store, runID string, 
 	if err != nil {
 		return err
 	}
-	return runExit(rec)
+	return p.exit(runExit(rec))
 }
 
 // detachAndReport detaches the run, prints what was appended but not yet
 // printed (so "corral attach" continues exactly where this left off), and
 // says how to come back.
 func detachAndReport(cmd *cobra.Command, r *run.Runner, st store.Store, runID string, p *printer) error {
+	if err := detachRun(cmd, r, st, runID, p); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "corral: detached; run %s goes on. Attach with: corral attach %s\n", runID, runID)
+	return &exitError{code: 130}
+}
+
+// detachRun detaches the run and prints what p has not printed yet.
+func detachRun(cmd *cobra.Command, r *run.Runner, st store.Store, runID string, p *printer) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 30*time.Second)
 	defer cancel()
 	if err := r.Detach(ctx, runID); err != nil {
@@ -192,8 +208,7 @@ func detachAndReport(cmd *cobra.Command, r *run.Runner, st store.Store, runID st
 			}
 		}
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "corral: detached; run %s goes on. Attach with: corral attach %s\n", runID, runID)
-	return &exitError{code: 130}
+	return nil
 }
 
 // runExit turns a finished run into the CLI's exit.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -51,6 +52,10 @@ type printer struct {
 	exitCode       *int
 	failed         string
 	raw            bool // print each event as JSON instead
+	// progress prints the sandbox's preparation steps (sandbox.progress
+	// events). Off where this process prepares the sandbox itself: the
+	// provider prints its steps on the terminal already.
+	progress bool
 }
 
 func (p *printer) print(e store.Event) error {
@@ -69,6 +74,12 @@ func (p *printer) print(e store.Event) error {
 	case event.ToolCallStart:
 		_, err = fmt.Fprintf(p.stderr, "corral: tool %s\n", ev.ToolCallName)
 	case event.Custom:
+		if ev.Name == event.SandboxProgress && p.progress {
+			var s sandbox.ProgressStep
+			if json.Unmarshal(ev.Value, &s) == nil {
+				err = printProgress(p.stderr, s)
+			}
+		}
 		if ev.Name == event.PolicyUnenforced {
 			err = printPolicyNotice(p.stderr, ev.Value)
 		}
@@ -93,6 +104,30 @@ func (p *printer) print(e store.Event) error {
 		if ev.Code != "exit" {
 			_, err = fmt.Fprintf(p.stderr, "corral: %s\n", strings.TrimSpace(ev.Message))
 		}
+	}
+	return err
+}
+
+// printProgress prints one preparation step as a line.
+func printProgress(w io.Writer, s sandbox.ProgressStep) error {
+	line := "corral: " + s.Phase + " " + s.Subject
+	if s.Part != "" {
+		line += " " + s.Part
+	}
+	line += ": " + s.Status
+	if s.Total > 0 {
+		line += fmt.Sprintf(" (%d bytes)", s.Total)
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
+}
+
+// exit drops the message of a failed run's exit error when the run's
+// RUN_ERROR event already printed it, so an error is said once.
+func (p *printer) exit(err error) error {
+	var ee *exitError
+	if p.failed != "" && errors.As(err, &ee) && ee.err != nil {
+		return &exitError{code: ee.code}
 	}
 	return err
 }
@@ -126,4 +161,18 @@ func ruleName(r event.UnenforcedRule) string {
 		return r.Rule + " " + strconv.Quote(r.Pattern)
 	}
 	return r.Rule + " " + r.Decision
+}
+
+// errNoRun is how every command says a run id names nothing. It exits
+// with code 1 like any error; scripts can match the text "no such run".
+func errNoRun(id string) error { return fmt.Errorf("no such run: %s", id) }
+
+// runExists fails with errNoRun when the store has no run id.
+func runExists(ctx context.Context, st store.Store, id string) error {
+	if _, ok, err := st.GetRun(ctx, id); err != nil {
+		return err
+	} else if !ok {
+		return errNoRun(id)
+	}
+	return nil
 }

@@ -41,7 +41,8 @@ func (f *manageFlags) open(cmd *cobra.Command) (sandbox.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pg, ok := p.(registry.Pinger); ok {
+	var pg registry.Pinger
+	if sandbox.ProviderAs(p, &pg) {
 		if err := pg.Ping(cmd.Context()); err != nil {
 			closeProvider(p)
 			return nil, err

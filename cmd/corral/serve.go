@@ -91,7 +91,7 @@ visit cannot use it.`,
 			metrics := server.NewMetrics()
 			ids := make([]string, len(defs))
 			for i, d := range defs {
-				d.Provider = metrics.Instrument(d.Provider)
+				d.Provider = sandbox.Guard(d.Provider, sandbox.GuardOptions{Decorate: metrics.Decorator(d.Provider.Name())})
 				ids[i] = d.ID
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

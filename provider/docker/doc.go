@@ -72,8 +72,10 @@
 //
 // # Commands and kills
 //
+// Commands run on sandbox/execproc, the process layer the wire-backed
+// providers share; exec.go is only the Engine's exec as its Backend.
 // Docker cannot signal an exec, only a container's PID 1. Every command
-// therefore runs under a one-line sh wrapper that writes its pid as the
+// therefore runs under the layer's one-line sh wrapper that writes its pid as the
 // first line of standard error (the provider strips it) and then execs
 // the command, so the pid is the command's own. A docker exec process
 // leads its own session and process group, which its children and

@@ -209,10 +209,12 @@ func (h *handle) Destroy(ctx context.Context) error {
 }
 
 // ContainerID returns the Docker container id behind a handle made by this
-// provider, and false for any other handle.
+// provider, and false for any other handle. It sees through the guard and
+// decorators (sandbox.As), so it works on the handles the registry's
+// guarded provider hands out.
 func ContainerID(h sandbox.Handle) (string, bool) {
-	dh, ok := h.(*handle)
-	if !ok {
+	var dh *handle
+	if h == nil || !sandbox.As(h, &dh) {
 		return "", false
 	}
 	return dh.cid, true

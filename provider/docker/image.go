@@ -102,7 +102,8 @@ func (p *Provider) ensureImage(ctx context.Context, op, image string) error {
 }
 
 // pull pulls image with the user's registry credentials, reporting each
-// step to Options.OnPull.
+// step to Options.OnPull and to the context's progress function
+// (sandbox.WithProgress: a run's events).
 func (p *Provider) pull(ctx context.Context, op, image string) error {
 	reg := registryOf(image)
 	auth, note, err := registryAuth(p.opts.DockerConfig, reg)
@@ -128,13 +129,15 @@ func (p *Provider) pull(ctx context.Context, op, image string) error {
 			continue
 		}
 		last[m.ID] = m.Status
+		pp := PullProgress{Image: image, Registry: reg, Layer: m.ID, Status: m.Status}
+		if m.Progress != nil {
+			pp.Current, pp.Total = m.Progress.Current, m.Progress.Total
+		}
 		if p.opts.OnPull != nil {
-			pp := PullProgress{Image: image, Registry: reg, Layer: m.ID, Status: m.Status}
-			if m.Progress != nil {
-				pp.Current, pp.Total = m.Progress.Current, m.Progress.Total
-			}
 			p.opts.OnPull(pp)
 		}
+		sandbox.ReportProgress(ctx, sandbox.ProgressStep{Phase: "pull", Subject: image, Where: reg, Part: m.ID,
+			Status: m.Status, Current: pp.Current, Total: pp.Total})
 	}
 	return nil
 }

@@ -180,10 +180,27 @@ func TestPullPolicy(t *testing.T) {
 
 	var pr progress
 	p := newProvider(t, docker.Options{Image: ref, OnPull: pr.on}) // default: missing
-	if err := createDestroy(t, p); err != nil {
+	// The same steps reach the context's progress function (a run's
+	// sandbox.progress events).
+	var ctxSteps []sandbox.ProgressStep
+	pctx := sandbox.WithProgress(context.Background(), func(s sandbox.ProgressStep) { ctxSteps = append(ctxSteps, s) })
+	h, err := p.Create(pctx, sandbox.CreateOptions{})
+	if err != nil {
 		t.Fatalf("Create with pull policy missing: %v", err)
 	}
+	if err := h.Destroy(context.Background()); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
 	steps := pr.take()
+	t.Logf("progress through the context: %d steps of %d", len(ctxSteps), len(steps))
+	if len(ctxSteps) != len(steps) {
+		t.Errorf("the context's progress function saw %d steps, OnPull %d", len(ctxSteps), len(steps))
+	}
+	for i := range min(len(ctxSteps), len(steps)) {
+		if c, o := ctxSteps[i], steps[i]; c.Phase != "pull" || c.Subject != o.Image || c.Where != o.Registry || c.Part != o.Layer || c.Status != o.Status {
+			t.Errorf("step %d: context %+v, OnPull %+v", i, c, o)
+		}
+	}
 	layers := map[string]bool{}
 	complete := 0
 	for _, s := range steps {
@@ -223,7 +240,7 @@ func TestPullPolicy(t *testing.T) {
 
 	dockerCLI(t, "rmi", ref)
 	pn := newProvider(t, docker.Options{Image: ref, Pull: docker.PullNever, OnPull: pr.on})
-	err := createDestroy(t, pn)
+	err = createDestroy(t, pn)
 	wantCode(t, "Create with pull policy never", err, sandbox.NotFound)
 	if err != nil && !strings.Contains(err.Error(), "pull policy is never") {
 		t.Errorf("error does not name the policy: %v", err)

@@ -72,9 +72,11 @@ type Pinger interface {
 }
 
 // As returns p as management interface T, or an Unimplemented error that
-// names the provider and the operation.
+// names the provider and the operation. It sees through the guard and
+// other wrappers (sandbox.ProviderAs); T must be an interface type.
 func As[T any](p sandbox.Provider, operation string) (T, error) {
-	if t, ok := p.(T); ok {
+	var t T
+	if sandbox.ProviderAs(p, &t) {
 		return t, nil
 	}
 	var zero T

@@ -234,7 +234,8 @@ func AllFlags() []FlagSpec {
 }
 
 // Open builds provider name from the CLI flags: it refuses flags given for
-// another provider, naming them and their provider.
+// another provider, naming them and their provider. The provider is
+// guarded (sandbox.Guard).
 func Open(name string, v Values, o OpenOptions) (sandbox.Provider, error) {
 	e, err := Get(name)
 	if err != nil {
@@ -263,7 +264,35 @@ func Open(name string, v Values, o OpenOptions) (sandbox.Provider, error) {
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, "registry", name, "%s: these flags are for the %s provider, not %q",
 			strings.Join(foreign, ", "), strings.Join(who, " or "), name)
 	}
-	return e.Open(v, o)
+	p, err := e.Open(v, o)
+	if err != nil {
+		return nil, err
+	}
+	return guard(p), nil
+}
+
+// Build builds the provider a decoded corral.yaml section describes
+// (Config.Provider), guarded like Open's. It is the path config takes, so
+// every provider a user gets from the registry is guarded.
+func Build(c Config, o BuildOptions) (sandbox.Provider, error) {
+	p, err := c.Provider(o)
+	if err != nil {
+		return nil, err
+	}
+	return guard(p), nil
+}
+
+// guard wraps a registered provider in sandbox.Guard: command validation,
+// env-name checks, Timeout, OutputLimit, capability gates and one error
+// wrapping are done there, not by each provider. Reach the provider's own
+// type or a management interface through it with sandbox.ProviderAs or
+// As; the daemon adds its decorator with a second sandbox.Guard, which
+// composes instead of wrapping twice.
+func guard(p sandbox.Provider) sandbox.Provider {
+	if p == nil {
+		return nil
+	}
+	return sandbox.Guard(p, sandbox.GuardOptions{})
 }
 
 // FlagError prefixes err with the flag's name, as the CLI reports a bad

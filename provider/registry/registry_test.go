@@ -155,3 +155,40 @@ func TestLimitsString(t *testing.T) {
 		t.Errorf("enforced: %q", got)
 	}
 }
+
+// TestOpenAndBuildGuard: every provider the registry hands out is guarded
+// once (Open and Build, the path config takes), and the management
+// interfaces are still found through the guard.
+func TestOpenAndBuildGuard(t *testing.T) {
+	opened, err := registry.Open("fake", registry.Values{}, registry.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := registry.Build(&fakeSection{}, registry.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]sandbox.Provider{"Open": opened, "Build": built} {
+		w, ok := p.(sandbox.ProviderWrapper)
+		if !ok {
+			t.Errorf("%s returned %T, not a guarded provider", name, p)
+			continue
+		}
+		if _, ok := w.Unwrap().(fake); !ok {
+			t.Errorf("%s: the guard wraps %T, want the provider itself (one guard)", name, w.Unwrap())
+		}
+		// The fake has no Create at all (a nil embedded Provider): a bad
+		// env name must be refused by the guard before reaching it.
+		_, err := p.Create(context.Background(), sandbox.CreateOptions{Env: map[string]string{"A=B": "x"}})
+		if sandbox.CodeOf(err) != sandbox.InvalidArgument {
+			t.Errorf("%s: create with env name A=B: %v, want InvalidArgument from the guard", name, err)
+		}
+	}
+	g := sandbox.Guard(sandbox.Guard(lister{}, sandbox.GuardOptions{}), sandbox.GuardOptions{})
+	if _, err := registry.As[registry.Lister](g, "listing sandboxes"); err != nil {
+		t.Errorf("a guarded lister: %v", err)
+	}
+	if _, err := registry.As[registry.Pruner](g, "pruning"); sandbox.CodeOf(err) != sandbox.Unimplemented {
+		t.Errorf("a guarded non-pruner: %v, want Unimplemented", err)
+	}
+}

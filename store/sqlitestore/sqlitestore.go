@@ -46,13 +46,19 @@ type Options struct {
 	// (or process's) write lock before failing with Unavailable; 0 means
 	// 10 seconds.
 	BusyTimeout time.Duration
-	// MaxOpenConns caps the connection pool; 0 means 8.
+	// MaxOpenConns caps the pool of reading connections; 0 means 8.
+	// Writes go through one connection of their own: SQLite lets one
+	// writer in at a time, and writers of one process that queue in Go
+	// are handed the connection at once, where writers racing for the
+	// file's lock back off in sleeps of up to 100 ms (other processes
+	// still meet the busy timeout).
 	MaxOpenConns int
 }
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
-	db     *sql.DB
+	db     *sql.DB // the one writing connection (and migrations)
+	rdb    *sql.DB // reading connections: queries only, deferred transactions
 	path   string
 	log    *slog.Logger
 	leases lease.Registry
@@ -88,24 +94,42 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if conns <= 0 {
 		conns = 8
 	}
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Set("_txlock", "immediate")
-	dsn := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	dsn := func(write bool) string {
+		q := url.Values{}
+		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "foreign_keys(1)")
+		q.Add("_pragma", "synchronous(FULL)")
+		if write {
+			q.Set("_txlock", "immediate")
+		} else {
+			q.Add("_pragma", "query_only(1)")
+			q.Set("_txlock", "deferred")
+		}
+		return "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?" + q.Encode()
+	}
+	db, err := sql.Open("sqlite", dsn(true))
 	if err != nil {
 		return nil, wrapErr(ctx, op, path, err)
 	}
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxIdleTime(0)
 	s := &Store{db: db, path: abs, log: log}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
+	// The readers open after the migrations: query_only connections cannot
+	// switch a new file to WAL.
+	rdb, err := sql.Open("sqlite", dsn(false))
+	if err != nil {
+		db.Close()
+		return nil, wrapErr(ctx, op, path, err)
+	}
+	rdb.SetMaxOpenConns(conns)
+	rdb.SetMaxIdleConns(conns)
+	s.rdb = rdb
 	return s, nil
 }
 
@@ -118,7 +142,8 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.leases.ReleaseAll(5 * time.Second)
-	return wrapErr(context.Background(), storeutil.OpClose, s.path, s.db.Close())
+	rerr := s.rdb.Close()
+	return wrapErr(context.Background(), storeutil.OpClose, s.path, errors.Join(s.db.Close(), rerr))
 }
 
 func (s *Store) check(op, id string) error {
@@ -242,7 +267,7 @@ func (s *Store) migrateOne(ctx context.Context, all []migrate.Migration) (done b
 // SchemaVersion returns the version of the last applied migration.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
-	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM corral_schema_migrations`).Scan(&v)
+	err := s.rdb.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM corral_schema_migrations`).Scan(&v)
 	return v, wrapErr(ctx, storeutil.OpMigrate, s.path, err)
 }
 
@@ -254,7 +279,7 @@ func (s *Store) GetInstance(ctx context.Context, key string) (store.Instance, bo
 	if err := s.check(op, key); err != nil {
 		return store.Instance{}, false, err
 	}
-	row := s.db.QueryRowContext(ctx, `SELECT `+storeutil.InstanceColumns+` FROM sandbox_instances WHERE key = ?`, key)
+	row := s.rdb.QueryRowContext(ctx, `SELECT `+storeutil.InstanceColumns+` FROM sandbox_instances WHERE key = ?`, key)
 	in, err := storeutil.ScanInstance(row.Scan)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Instance{}, false, nil
@@ -338,7 +363,7 @@ func (s *Store) ListInstances(ctx context.Context, f store.InstanceFilter) ([]st
 		query += ` LIMIT ?`
 		args = append(args, f.Limit)
 	}
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, wrapErr(ctx, op, "", err)
 	}
@@ -403,7 +428,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, bool, error) 
 	if err := s.check(storeutil.OpGetRun, id); err != nil {
 		return store.Run{}, false, err
 	}
-	return getRun(ctx, s.db, storeutil.OpGetRun, id)
+	return getRun(ctx, s.rdb, storeutil.OpGetRun, id)
 }
 
 // inTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it when
@@ -482,7 +507,7 @@ func (s *Store) ClaimRun(ctx context.Context, id string, expectEpoch int64) (sto
 }
 
 func (s *Store) queryRuns(ctx context.Context, op, query string, args ...any) ([]store.Run, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, wrapErr(ctx, op, "", err)
 	}
@@ -646,7 +671,7 @@ func (s *Store) ReadEvents(ctx context.Context, runID string, afterSeq int64, li
 	}
 	// One read transaction: the existence check and the rows see one
 	// snapshot.
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, wrapErr(ctx, op, runID, err)
 	}
@@ -685,7 +710,7 @@ func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
 	if err := s.check(op, runID); err != nil {
 		return 0, err
 	}
-	_, last, _, err := logState(ctx, s.db, op, runID)
+	_, last, _, err := logState(ctx, s.rdb, op, runID)
 	return last, wrapErr(ctx, op, runID, err)
 }
 
@@ -696,7 +721,7 @@ func (s *Store) LogSize(ctx context.Context, runID string) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT log_bytes FROM corral_runs WHERE id = ?`, runID).Scan(&n)
+	err := s.rdb.QueryRowContext(ctx, `SELECT log_bytes FROM corral_runs WHERE id = ?`, runID).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, storeutil.RunNotFound(op, runID)
 	}
@@ -725,7 +750,7 @@ func (s *Store) LogClosed(ctx context.Context, runID string) (bool, error) {
 	if err := s.check(op, runID); err != nil {
 		return false, err
 	}
-	_, _, closed, err := logState(ctx, s.db, op, runID)
+	_, _, closed, err := logState(ctx, s.rdb, op, runID)
 	return closed, wrapErr(ctx, op, runID, err)
 }
 

@@ -1,0 +1,180 @@
+package refcloud
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/d10ffeed/corral/provider/cloudhttp"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/sandbox/execfs"
+	"github.com/d10ffeed/corral/sandbox/execproc"
+)
+
+// handle is one sandbox.
+type handle struct {
+	p   *Provider
+	sb  Sandbox
+	fs  sandbox.FS
+	run *execproc.Runner
+
+	mu  sync.Mutex
+	env map[string]string // create env, then SetEnv overlays; never sent at create
+}
+
+var _ sandbox.Handle = (*handle)(nil)
+
+func (p *Provider) newHandle(sb Sandbox, env map[string]string) *handle {
+	h := &handle{p: p, sb: sb, env: map[string]string{}}
+	for k, v := range env {
+		h.env[k] = v
+	}
+	var kill execproc.KillFunc
+	if p.opts.Kill == KillNativePID {
+		kill = execproc.PIDOnly(h.signal, h.alive)
+	}
+	h.run = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: sb.ID, Root: sb.Root,
+		Env: h.envCopy, KillGrace: p.opts.KillGrace, Kill: kill, Logger: p.log})
+	h.fs = execfs.New(func(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
+		return h.run.Run(ctx, Name+".fs", cmd.Argv(), cmd.Stdin, "")
+	}, execfs.Options{Root: sb.Root, Provider: Name})
+	return h
+}
+
+// ID returns the backend's sandbox id.
+func (h *handle) ID() string { return h.sb.ID }
+
+// Provider returns "refcloud".
+func (h *handle) Provider() string { return Name }
+
+// WorkspaceRoot returns the workspace's path in the sandbox.
+func (h *handle) WorkspaceRoot() string { return h.sb.Root }
+
+// Capabilities returns the provider's capabilities.
+func (h *handle) Capabilities() sandbox.Capabilities { return h.p.caps }
+
+// FS returns the exec-backed file system.
+func (h *handle) FS() sandbox.FS { return h.fs }
+
+// Exec runs cmd to completion.
+func (h *handle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
+	return h.run.Exec(ctx, cmd)
+}
+
+// Spawn starts cmd.
+func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
+	return h.run.Spawn(ctx, cmd)
+}
+
+// ConnectPort is unsupported.
+func (h *handle) ConnectPort(context.Context, int) (sandbox.Endpoint, error) {
+	return sandbox.Endpoint{}, sandbox.Unsupported(Name, "ports")
+}
+
+// SetEnv merges vars into every later command's environment; the values
+// live only in this handle.
+func (h *handle) SetEnv(_ context.Context, vars map[string]string) error {
+	for k := range vars {
+		if err := sandbox.ValidateEnvName(k); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, v := range vars {
+		h.env[k] = v
+	}
+	return nil
+}
+
+func (h *handle) envCopy() map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]string, len(h.env))
+	for k, v := range h.env {
+		out[k] = v
+	}
+	return out
+}
+
+// Snapshot is unsupported.
+func (h *handle) Snapshot(context.Context, string) (sandbox.Snapshot, error) {
+	return sandbox.Snapshot{}, sandbox.Unsupported(Name, "snapshots")
+}
+
+// Fork is unsupported.
+func (h *handle) Fork(context.Context) (sandbox.Handle, error) {
+	return nil, sandbox.Unsupported(Name, "fork")
+}
+
+// Destroy deletes the sandbox.
+func (h *handle) Destroy(ctx context.Context) error { return h.p.Destroy(ctx, h.sb.ID) }
+
+func (h *handle) processPath(pid int) string {
+	return "/v1/sandboxes/" + url.PathEscape(h.sb.ID) + "/processes/" + strconv.Itoa(pid)
+}
+
+// signal is the native kill: POST …/processes/{pid}/signal. A process the
+// backend no longer knows is gone, which is success.
+func (h *handle) signal(ctx context.Context, pid int, sig syscall.Signal) error {
+	_, err := h.p.c.Do(ctx, cloudhttp.Request{Op: Name + ".signal", ID: h.sb.ID, Method: http.MethodPost,
+		Path: h.processPath(pid) + "/signal", JSON: SignalRequest{Signal: int(sig)}, Idempotent: true}, nil)
+	if sandbox.CodeOf(err) == sandbox.NotFound {
+		return nil
+	}
+	return err
+}
+
+// alive reports whether the backend says pid still runs.
+func (h *handle) alive(ctx context.Context, pid int) (bool, error) {
+	st, err := h.status(ctx, pid)
+	if sandbox.CodeOf(err) == sandbox.NotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return st.Running, nil
+}
+
+func (h *handle) status(ctx context.Context, pid int) (ProcessStatus, error) {
+	var st ProcessStatus
+	_, err := h.p.c.Do(ctx, cloudhttp.Request{Op: Name + ".process", ID: h.sb.ID, Method: http.MethodGet,
+		Path: h.processPath(pid)}, &st)
+	return st, err
+}
+
+// upload copies the host directory src into the workspace root through
+// the FS, keeping the executable bit; a link is refused.
+func upload(ctx context.Context, fsys sandbox.FS, src string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil || rel == "." {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		switch {
+		case d.IsDir():
+			return fsys.MkdirAll(ctx, rel)
+		case d.Type()&os.ModeSymlink != 0:
+			return fmt.Errorf("SourceDir holds a symbolic link (%s); the reference provider uploads regular files only", rel)
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return fsys.WriteFile(ctx, rel, data)
+		}
+		return nil
+	})
+}

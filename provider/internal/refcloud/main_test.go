@@ -1,0 +1,64 @@
+package refcloud_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/provider/internal/fakecloud"
+	"github.com/d10ffeed/corral/provider/internal/refcloud"
+	"github.com/d10ffeed/corral/provider/internal/refcloud/fake"
+)
+
+const testToken = "refcloud-test-token-7f3a"
+
+// newFake starts the reference backend on loopback; it is closed (every
+// sandbox destroyed) when the test ends.
+func newFake(t *testing.T, kill fakecloud.KillMode) *fakecloud.Server {
+	t.Helper()
+	s, err := fake.New(fakecloud.Options{BaseDir: t.TempDir(), Token: testToken, Kill: kill})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// sleeps records the pauses cloudhttp asked for instead of waiting them.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *sleeps) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.d...)
+}
+
+// newProvider returns the reference provider over the fake. Pauses
+// between retries are recorded, not waited (jitter 0).
+func newProvider(t *testing.T, s *fakecloud.Server, opts refcloud.Options) (*refcloud.Provider, *sleeps) {
+	t.Helper()
+	sl := &sleeps{}
+	opts.BaseURL, opts.Token = s.URL(), testToken
+	if opts.Sleep == nil {
+		opts.Sleep = sl.sleep
+	}
+	if opts.Jitter == nil {
+		opts.Jitter = func() float64 { return 0 }
+	}
+	p, err := refcloud.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, sl
+}

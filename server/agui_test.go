@@ -58,6 +58,14 @@ func TestAGUIEventsOfEveryRunKind(t *testing.T) {
 		{name: "approval", harness: "asker", prompt: "deploy", thread: "t-ask", status: store.RunCompleted},
 		{name: "approval-answered", harness: "asker", prompt: "deploy", thread: "t-ask", approvals: map[string]bool{askID: true}, status: store.RunCompleted},
 	}
+	// What each kind's last event says, in AG-UI 1.0's terms.
+	lastWant := map[string]string{
+		"command":           `{"type":"RUN_FINISHED","threadId":`,
+		"failing":           `"metadata":{"exitCode":3,`,
+		"cancelled":         `"outcome":{"type":"cancelled"}`,
+		"approval":          `"outcome":{"type":"interrupt","interrupts":[{"id":"` + askID + `","reason":"approval"`,
+		"approval-answered": `"metadata":{"exitCode":0}}`,
+	}
 	var runs []aguitest.Run
 	for _, k := range kinds {
 		e := e
@@ -72,7 +80,11 @@ func TestAGUIEventsOfEveryRunKind(t *testing.T) {
 			}
 		}
 		e.waitStatus(id, k.status, time.Minute)
-		runs = append(runs, aguitest.RunOfFrames(k.name, sseFrames(streamAll(t, e, id, 0, false))))
+		frames := sseFrames(streamAll(t, e, id, 0, false))
+		if want := lastWant[k.name]; want != "" && !strings.Contains(frames[len(frames)-1], want) {
+			t.Errorf("%s ends with %s, want it to hold %s", k.name, frames[len(frames)-1], want)
+		}
+		runs = append(runs, aguitest.RunOfFrames(k.name, frames))
 	}
 	aguitest.Require(t, runs...)
 }

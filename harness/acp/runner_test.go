@@ -120,7 +120,7 @@ func TestCancelThroughTheRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := last(evs); e.Type != event.RunError || e.Code != "cancelled" {
+	if e := last(evs); !e.Cancelled() {
 		t.Fatalf("got %s", dump(evs))
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)

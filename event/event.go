@@ -147,8 +147,9 @@ func CustomEvent(name string, value any) Event {
 	return Event{Type: Custom, Name: name, Value: b}
 }
 
-// Event is one event. Which fields are set depends on Type; unset fields
-// are omitted from the JSON.
+// Event is one event. Which fields are set depends on Type. Its JSON is
+// AG-UI 1.0's shape (MarshalJSON in wire.go: ExitCode and IsError travel
+// in "metadata"); the field tags name the AG-UI fields.
 type Event struct {
 	Type Type `json:"type"`
 

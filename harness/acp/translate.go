@@ -52,6 +52,7 @@ type toolState struct {
 	title    string
 	argsSent bool // ARGS and END were emitted
 	done     bool // RESULT was emitted
+	input    any  // the latest raw input, known or not (an empty object is not)
 	status   string
 	output   json.RawMessage // the latest rawOutput
 	content  []acpsdk.ToolCallContent
@@ -216,7 +217,11 @@ func (t *translator) closeBlocks() []event.Event        { return t.blocks.Close(
 // toolUpdate applies a tool_call, tool_call_update or a permission's tool
 // call. The call opens (START) the first time its id is seen, its ARGS and
 // END follow once its input is known (or at its end), and a completed or
-// failed status gives its RESULT.
+// failed status gives its RESULT. An input is known once it is more than
+// an empty object: agents (opencode acp, claude-agent-acp) open a call
+// with rawInput {} while the model still streams its arguments and send
+// them in a later tool_call_update, so {} is held, not emitted; a call
+// that completes with no more than {} gets {} (and its title) at its end.
 func (t *translator) toolUpdate(id string, kind *acpsdk.ToolKind, title *string, rawInput, rawOutput any,
 	content []acpsdk.ToolCallContent, status *acpsdk.ToolCallStatus) []event.Event {
 	if id == "" {
@@ -249,14 +254,17 @@ func (t *translator) toolUpdate(id string, kind *acpsdk.ToolKind, title *string,
 			ts.output = b
 		}
 	}
-	if rawInput != nil && !ts.argsSent {
-		out = append(out, t.args(ts, rawInput)...)
+	if rawInput != nil && (ts.input == nil || inputKnown(rawInput)) {
+		ts.input = rawInput
+	}
+	if !ts.argsSent && inputKnown(ts.input) {
+		out = append(out, t.args(ts, ts.input)...)
 	}
 	if status != nil {
 		ts.status = string(*status)
 		if *status == acpsdk.ToolCallStatusCompleted || *status == acpsdk.ToolCallStatusFailed {
 			if !ts.argsSent {
-				out = append(out, t.args(ts, nil)...)
+				out = append(out, t.args(ts, ts.input)...)
 			}
 			ts.done = true
 			out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, MessageID: t.ids.Next("result"),
@@ -264,6 +272,18 @@ func (t *translator) toolUpdate(id string, kind *acpsdk.ToolKind, title *string,
 		}
 	}
 	return out
+}
+
+// inputKnown reports whether a tool call's raw input says something: not
+// absent, null or an empty object.
+func inputKnown(rawInput any) bool {
+	switch v := rawInput.(type) {
+	case nil:
+		return false
+	case map[string]any:
+		return len(v) > 0
+	}
+	return true
 }
 
 // args emits the call's arguments: its raw input, with its title.
@@ -335,7 +355,7 @@ func (t *translator) End(code int) []event.Event {
 			continue
 		}
 		if !ts.argsSent {
-			out = append(out, t.args(ts, nil)...)
+			out = append(out, t.args(ts, ts.input)...)
 		}
 		ts.done = true
 		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, MessageID: t.ids.Next("result"), Content: interrupted, IsError: true})

@@ -47,6 +47,7 @@ type session struct {
 	loading    atomic.Bool  // session/load is replaying history: journal none of it
 	sid        atomic.Value // the acpsdk.SessionId the prompt runs in, once known
 	stopped    acpsdk.StopReason
+	turnDone   chan struct{} // closed when the turn (or its start) ended, before teardown
 	done       chan struct{}
 }
 
@@ -54,7 +55,7 @@ var _ acpsdk.Client = (*session)(nil)
 
 // spawn starts the helper processes and the connection.
 func (s *session) spawn() error {
-	s.done = make(chan struct{})
+	s.done, s.turnDone = make(chan struct{}), make(chan struct{})
 	s.helpers, s.endHelpers = context.WithCancel(context.Background())
 	fifo := func(name string) string { return path.Join(s.req.RunDir, name) }
 	var err error
@@ -144,6 +145,7 @@ func (s *session) journalLine(line []byte) {
 func (s *session) run() {
 	defer close(s.done)
 	failed := s.drive()
+	close(s.turnDone)
 	s.teardown(failed)
 }
 

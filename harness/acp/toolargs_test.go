@@ -9,15 +9,18 @@ import (
 	"github.com/d10ffeed/corral/harness/acp"
 )
 
-// TestToolArgumentsArriveLate: agents open a tool call with rawInput {}
-// while the model still streams the arguments and send them in a later
-// update (opencode acp, claude-agent-acp). The call's one TOOL_CALL_ARGS
-// must carry the real arguments, not the empty object and the title.
+// TestToolArgumentsArriveLate: agents open a tool call (pending) with
+// rawInput {} or a partial input while the model still streams the
+// arguments and send them in a later update (opencode acp: {"cwd":…},
+// then the command with in_progress; claude-agent-acp: {}). The call's one
+// TOOL_CALL_ARGS must carry the real arguments, not the partial input.
 func TestToolArgumentsArriveLate(t *testing.T) {
 	const (
 		open    = `{"corral_acp":"update","params":{"sessionId":"s","update":{"kind":"execute","rawInput":{},"sessionUpdate":"tool_call","status":"pending","title":"bash","toolCallId":"c"}}}`
 		openNil = `{"corral_acp":"update","params":{"sessionId":"s","update":{"kind":"execute","sessionUpdate":"tool_call","status":"pending","title":"bash","toolCallId":"c"}}}`
-		empty   = `{"corral_acp":"update","params":{"sessionId":"s","update":{"rawInput":{},"sessionUpdate":"tool_call_update","status":"in_progress","toolCallId":"c"}}}`
+		empty   = `{"corral_acp":"update","params":{"sessionId":"s","update":{"rawInput":{},"sessionUpdate":"tool_call_update","status":"pending","toolCallId":"c"}}}`
+		openCwd = `{"corral_acp":"update","params":{"sessionId":"s","update":{"kind":"execute","rawInput":{"cwd":"/w"},"sessionUpdate":"tool_call","status":"pending","title":"bash","toolCallId":"c"}}}`
+		argsCwd = `{"corral_acp":"update","params":{"sessionId":"s","update":{"rawInput":{"command":"ls -la","cwd":"/w"},"sessionUpdate":"tool_call_update","status":"in_progress","toolCallId":"c"}}}`
 		args    = `{"corral_acp":"update","params":{"sessionId":"s","update":{"rawInput":{"command":"ls -la"},"sessionUpdate":"tool_call_update","status":"in_progress","toolCallId":"c"}}}`
 		perm    = `{"corral_acp":"permission","toolCall":{"rawInput":{"command":"ls -la"},"title":"bash","toolCallId":"c"},"gate":"command","target":"ls -la","decision":"allow","approvalId":"acp:command:ls -la"}`
 		done    = `{"corral_acp":"update","params":{"sessionId":"s","update":{"rawOutput":"ok","sessionUpdate":"tool_call_update","status":"completed","toolCallId":"c"}}}`
@@ -31,6 +34,7 @@ func TestToolArgumentsArriveLate(t *testing.T) {
 		{"args in the permission request", open + "\n" + perm + "\n" + done, `{"command":"ls -la","title":"bash"}`},
 		{"args with the completion", open + "\n" + empty + "\n" + doneIn, `{"command":"ls -la","title":"bash"}`},
 		{"no input at first", openNil + "\n" + args + "\n" + done, `{"command":"ls -la","title":"bash"}`},
+		{"partial input while pending", openCwd + "\n" + argsCwd + "\n" + done, `{"command":"ls -la","cwd":"/w","title":"bash"}`},
 		{"never more than {}", open + "\n" + empty + "\n" + done, `{"title":"bash"}`},
 		{"interrupted before its args", open, `{"title":"bash"}`},
 	}
@@ -57,5 +61,5 @@ func TestToolArgumentsArriveLate(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("arguments delivered: %d of %d tool calls whose arguments came after an empty rawInput", delivered, 4)
+	t.Logf("arguments delivered: %d of %d tool calls whose arguments came after an empty or partial rawInput", delivered, 5)
 }

@@ -52,7 +52,7 @@ type toolState struct {
 	title    string
 	argsSent bool // ARGS and END were emitted
 	done     bool // RESULT was emitted
-	input    any  // the latest raw input, known or not (an empty object is not)
+	input    any  // the latest raw input that says anything (else {} or nothing)
 	status   string
 	output   json.RawMessage // the latest rawOutput
 	content  []acpsdk.ToolCallContent
@@ -119,7 +119,8 @@ func (t *translator) Line(line []byte) []event.Event {
 		var out []event.Event
 		var tc acpsdk.ToolCallUpdate
 		if json.Unmarshal(r.ToolCall, &tc) == nil && tc.ToolCallId != "" {
-			out = append(out, t.toolUpdate(string(tc.ToolCallId), tc.Kind, tc.Title, tc.RawInput, nil, nil, nil)...)
+			asked := acpsdk.ToolCallStatus(toolAsked)
+			out = append(out, t.toolUpdate(string(tc.ToolCallId), tc.Kind, tc.Title, tc.RawInput, nil, nil, &asked)...)
 		}
 		return append(out, t.approval(r)...)
 	case recFSWrite, recTerminal:
@@ -214,14 +215,21 @@ func (t *translator) closeText() []event.Event          { return t.blocks.CloseT
 func (t *translator) closeReasoning() []event.Event     { return t.blocks.CloseReasoning() }
 func (t *translator) closeBlocks() []event.Event        { return t.blocks.Close() }
 
+// toolAsked is the status a permission request gives its tool call here:
+// the input the agent asks about is the call's input.
+const toolAsked = "corral:asked"
+
 // toolUpdate applies a tool_call, tool_call_update or a permission's tool
-// call. The call opens (START) the first time its id is seen, its ARGS and
-// END follow once its input is known (or at its end), and a completed or
-// failed status gives its RESULT. An input is known once it is more than
-// an empty object: agents (opencode acp, claude-agent-acp) open a call
-// with rawInput {} while the model still streams its arguments and send
-// them in a later tool_call_update, so {} is held, not emitted; a call
-// that completes with no more than {} gets {} (and its title) at its end.
+// call (status toolAsked). The call opens (START) the first time its id is
+// seen; its ARGS and END follow once its input is final; a completed or
+// failed status gives its RESULT. ACP's pending status means the input
+// "is either streaming or awaiting approval", and agents do open calls
+// with a partial input (opencode acp: {"cwd":…} without the command;
+// claude-agent-acp: {}) that a later tool_call_update completes. So the
+// input is held while the call is pending and sent, the latest one that
+// says anything, when the call is asked about (session/request_permission),
+// leaves pending (in_progress) or ends; a call that never says more than
+// {} gets {} and its title.
 func (t *translator) toolUpdate(id string, kind *acpsdk.ToolKind, title *string, rawInput, rawOutput any,
 	content []acpsdk.ToolCallContent, status *acpsdk.ToolCallStatus) []event.Event {
 	if id == "" {
@@ -257,19 +265,20 @@ func (t *translator) toolUpdate(id string, kind *acpsdk.ToolKind, title *string,
 	if rawInput != nil && (ts.input == nil || inputKnown(rawInput)) {
 		ts.input = rawInput
 	}
-	if !ts.argsSent && inputKnown(ts.input) {
+	if status == nil || *status == acpsdk.ToolCallStatusPending {
+		return out
+	}
+	if !ts.argsSent {
 		out = append(out, t.args(ts, ts.input)...)
 	}
-	if status != nil {
-		ts.status = string(*status)
-		if *status == acpsdk.ToolCallStatusCompleted || *status == acpsdk.ToolCallStatusFailed {
-			if !ts.argsSent {
-				out = append(out, t.args(ts, ts.input)...)
-			}
-			ts.done = true
-			out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, MessageID: t.ids.Next("result"),
-				Content: t.result(ts), IsError: *status == acpsdk.ToolCallStatusFailed})
-		}
+	if *status == toolAsked {
+		return out
+	}
+	ts.status = string(*status)
+	if *status == acpsdk.ToolCallStatusCompleted || *status == acpsdk.ToolCallStatusFailed {
+		ts.done = true
+		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, MessageID: t.ids.Next("result"),
+			Content: t.result(ts), IsError: *status == acpsdk.ToolCallStatusFailed})
 	}
 	return out
 }

@@ -133,6 +133,7 @@ func (s *session) interrupt(ctx context.Context, grace time.Duration) bool {
 	gctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	_ = s.jw.write(record{Kind: recCancel})
+	s.cancelOnce.Do(func() { close(s.cancelling) })
 	if err := s.conn.Cancel(gctx, acpsdk.CancelNotification{SessionId: sid}); err != nil {
 		s.log.Debug("acp: session/cancel failed", "err", err)
 	}

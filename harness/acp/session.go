@@ -11,6 +11,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,9 +33,11 @@ type session struct {
 	req          harness.Request
 	ctx          context.Context // ends when the harness closes
 	cancel       context.CancelFunc
-	decisions    map[string]bool
+	decMu        sync.Mutex
+	decisions    map[string]bool // approval answers: Request.Approvals, then live ones
 	mcp          []sandbox.MCPServer
 	startTimeout time.Duration
+	approvalWait time.Duration // how long an ask waits for a live answer; 0: not at all
 	log          *slog.Logger
 
 	helpers    context.Context // the helpers' and terminals' life: until teardown ends
@@ -48,6 +51,8 @@ type session struct {
 	sid        atomic.Value // the acpsdk.SessionId the prompt runs in, once known
 	stopped    acpsdk.StopReason
 	turnDone   chan struct{} // closed when the turn (or its start) ended, before teardown
+	cancelling chan struct{} // closed when the client sent session/cancel
+	cancelOnce sync.Once
 	done       chan struct{}
 }
 
@@ -55,7 +60,7 @@ var _ acpsdk.Client = (*session)(nil)
 
 // spawn starts the helper processes and the connection.
 func (s *session) spawn() error {
-	s.done, s.turnDone = make(chan struct{}), make(chan struct{})
+	s.done, s.turnDone, s.cancelling = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	s.helpers, s.endHelpers = context.WithCancel(context.Background())
 	fifo := func(name string) string { return path.Join(s.req.RunDir, name) }
 	var err error
@@ -358,9 +363,26 @@ func (s *session) ReadTextFile(ctx context.Context, p acpsdk.ReadTextFileRequest
 	return acpsdk.ReadTextFileResponse{Content: text}, nil
 }
 
-// resolve asks the policy about an action, with the approvals given.
+// resolve asks the policy about an action, with the approvals given (in
+// Request.Approvals, and live during this turn).
 func (s *session) resolve(kind sandbox.ApprovalKind, target string) sandbox.Resolution {
+	s.decMu.Lock()
+	defer s.decMu.Unlock()
 	return sandbox.EffectivePolicy(s.req.Policy).Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: kind, Target: target}, s.req.Scripts, s.decisions)
+}
+
+// decide records a live answer for the rest of the turn: the terminal or
+// file write the agent makes for the call it was allowed is not asked
+// about again.
+func (s *session) decide(id string, allow bool) {
+	s.decMu.Lock()
+	defer s.decMu.Unlock()
+	d := make(map[string]bool, len(s.decisions)+1)
+	for k, v := range s.decisions {
+		d[k] = v
+	}
+	d[id] = allow
+	s.decisions = d
 }
 
 func decision(res sandbox.Resolution) string {
@@ -398,8 +420,10 @@ func (s *session) WriteTextFile(ctx context.Context, p acpsdk.WriteTextFileReque
 }
 
 // RequestPermission answers from the policy: allow and deny are final;
-// ask rejects the call for this turn and journals an approval request.
-func (s *session) RequestPermission(_ context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+// ask rejects the call for this turn and journals an approval request,
+// unless approvalWait is set: then the request waits, with the turn, for
+// a live answer (awaitAnswer) or its deadline.
+func (s *session) RequestPermission(ctx context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
 	g := gateFor(p.ToolCall, s.req.WorkspaceRoot)
 	tc, _ := json.Marshal(p.ToolCall)
 	rec := record{Kind: recPermission, ToolCall: tc, Gate: "none", Decision: "allow"}
@@ -407,17 +431,73 @@ func (s *session) RequestPermission(_ context.Context, p acpsdk.RequestPermissio
 		rec.Title = *p.ToolCall.Title
 	}
 	allow := true
+	var res sandbox.Resolution
 	if g.kind != "" {
-		res := s.resolve(g.kind, g.target)
+		res = s.resolve(g.kind, g.target)
 		allow = res.Decision == sandbox.Allow
 		rec.Gate, rec.Target, rec.Decision, rec.ApprovalID, rec.NeedsApproval = string(g.kind), g.target, decision(res), res.ID, res.NeedsApproval
 	}
+	if res.NeedsApproval && s.approvalWait > 0 {
+		rec.Decision, rec.Waiting = "", s.approvalWait.String()
+	}
 	_ = s.jw.write(rec)
+	if res.NeedsApproval && s.approvalWait > 0 {
+		var by string
+		allow, by = s.awaitAnswer(ctx, res.ID)
+		if by == answeredCancelled {
+			_ = s.jw.write(record{Kind: recAnswer, ApprovalID: res.ID, Decision: "deny", By: by})
+			return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Cancelled: &acpsdk.RequestPermissionOutcomeCancelled{}}}, nil
+		}
+		s.decide(res.ID, allow)
+		d := "deny"
+		if allow {
+			d = "allow"
+		}
+		_ = s.jw.write(record{Kind: recAnswer, ApprovalID: res.ID, Decision: d, By: by})
+	}
 	opt, ok := chooseOption(p.Options, allow)
 	if !ok {
 		return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Cancelled: &acpsdk.RequestPermissionOutcomeCancelled{}}}, nil
 	}
 	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Selected: &acpsdk.RequestPermissionOutcomeSelected{OptionId: opt}}}, nil
+}
+
+// How a waiting approval request was settled (record.By).
+const (
+	answeredLive      = "answer"    // an answer in the run's answers file
+	answeredDeadline  = "deadline"  // approvalWait passed: the policy's default
+	answeredCancelled = "cancelled" // the turn was cancelled or the session ended
+)
+
+// awaitAnswer waits for an answer to approval id in the run's answers
+// file, polled every Options.AnswerPoll, until approvalWait passes (then
+// the policy's default decides: allow or deny as it says, deny when it
+// asks) or the turn is cancelled.
+func (s *session) awaitAnswer(ctx context.Context, id string) (allow bool, by string) {
+	deadline := time.NewTimer(s.approvalWait)
+	defer deadline.Stop()
+	poll := time.NewTicker(s.h.opts.AnswerPoll)
+	defer poll.Stop()
+	for {
+		if answers, err := harness.ReadAnswers(ctx, s.hd, s.req.RunDir); err == nil {
+			if a, ok := answers[id]; ok {
+				return a, answeredLive
+			}
+		} else {
+			s.log.Debug("acp: reading the answers file failed", "err", err)
+		}
+		select {
+		case <-poll.C:
+		case <-deadline.C:
+			return sandbox.EffectivePolicy(s.req.Policy).Capability("") == sandbox.Allow, answeredDeadline
+		case <-s.cancelling:
+			return false, answeredCancelled
+		case <-ctx.Done():
+			return false, answeredCancelled
+		case <-s.ctx.Done():
+			return false, answeredCancelled
+		}
+	}
 }
 
 // SessionUpdate does nothing: the tee journaled the notification already.

@@ -29,6 +29,14 @@ const (
 	// be resumed and the prompt ran in a fresh session (value:
 	// {"previous","reason"}): the agent does not remember earlier turns.
 	EventSessionNotResumed = "session.not_resumed"
+	// EventApprovalWaiting follows approval.requested when the request
+	// waits, with the turn, for a live answer (Runner.Answer) (value:
+	// {"approvalId","wait"}: how long before the policy's default decides).
+	EventApprovalWaiting = "approval.waiting"
+	// EventApprovalAnswered says how a waiting request was settled (value:
+	// {"approvalId","allowed","by"}; by: "answer", "deadline" or
+	// "cancelled").
+	EventApprovalAnswered = "approval.answered"
 )
 
 // Error codes of the RUN_ERROR events this harness emits.
@@ -122,7 +130,15 @@ func (t *translator) Line(line []byte) []event.Event {
 			asked := acpsdk.ToolCallStatus(toolAsked)
 			out = append(out, t.toolUpdate(string(tc.ToolCallId), tc.Kind, tc.Title, tc.RawInput, nil, nil, &asked)...)
 		}
-		return append(out, t.approval(r)...)
+		out = append(out, t.approval(r)...)
+		if r.Waiting != "" && r.ApprovalID != "" {
+			out = append(out, event.CustomEvent(EventApprovalWaiting, map[string]string{"approvalId": r.ApprovalID, "wait": r.Waiting}))
+		}
+		return out
+	case recAnswer:
+		if r.ApprovalID != "" {
+			return []event.Event{event.CustomEvent(EventApprovalAnswered, map[string]any{"approvalId": r.ApprovalID, "allowed": r.Decision == "allow", "by": r.By})}
+		}
 	case recFSWrite, recTerminal:
 		return t.approval(r)
 	case recTerminalExit:

@@ -93,7 +93,11 @@
 // its reject_once (or reject_always); ask rejects the call for this turn
 // and emits approval.requested with the approval id sandbox.ApprovalID
 // ("acp", kind, target). Answers given for approval ids come back in
-// Request.Approvals (approval id → allowed). The same gates apply
+// Request.Approvals (approval id → allowed). With approvalWait (the option
+// or Options.ApprovalWait) an ask waits instead, with the turn, for a live
+// answer in the run's harness.AnswersFile (run.Runner.Answer; events
+// approval.waiting, then approval.answered), and its deadline decides by
+// the policy's default. The same gates apply
 // to fs/write_text_file (the fileWrite rule) and terminal/create (the
 // command rules), so an agent that skips the permission request is held
 // to the policy all the same. What the agent does with its own tools

@@ -33,7 +33,9 @@ func (waiter) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Reques
 	return harness.Invocation{Command: sandbox.Command{Args: []string{"sh", "-c", script, "waiter", req.RunDir}}}, nil
 }
 
-func (waiter) Translator(run harness.Run) harness.Translator { return command.Harness{}.Translator(run) }
+func (waiter) Translator(run harness.Run) harness.Translator {
+	return command.Harness{}.Translator(run)
+}
 
 var errStop = errors.New("stop following")
 

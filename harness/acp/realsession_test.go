@@ -52,6 +52,8 @@ func openCodeConfig(t *testing.T, srv *fakemodel.Server) string {
 //  3. a run whose answer streams slowly is cancelled: corral sends
 //     session/cancel, opencode ends the turn itself within the grace, no
 //     process of the agent is left.
+//  4. with approvalWait, a permission request the policy asks about
+//     (touch *) waits; Runner.Answer allows it and the same turn runs it.
 func TestRealOpenCodeACPSession(t *testing.T) {
 	bin := testutil.AgentBin(t, "opencode")
 	srv := fakemodel.New(t, fakemodel.Script{Turns: []fakemodel.Turn{{Command: "rm README.md"}, {Text: "not allowed"}, {Text: "resumed"}}})
@@ -65,7 +67,8 @@ func TestRealOpenCodeACPSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm *"}}, Default: sandbox.Allow}
+	policy := &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm *"}, Ask: []string{"touch *"}}, Default: sandbox.Allow}
+	live := fakemodel.New(t, fakemodel.RunCommandThenSay("touch live.txt", "made it"))
 	def := &sandbox.Definition{ID: "d", Provider: p, Policy: policy,
 		Workspace: &sandbox.Workspace{Skills: []sandbox.Skill{{Path: "README.md", Content: "hello\n"}}}}
 	st := memstore.New(memstore.Options{})
@@ -94,9 +97,13 @@ func TestRealOpenCodeACPSession(t *testing.T) {
 		status store.RunStatus
 		exit   int
 	}
-	start := func(thread, prompt string, env map[string]string, onEvent func(string, event.Event)) outcome {
+	start := func(thread, prompt string, env map[string]string, onEvent func(string, event.Event), opts ...string) outcome {
 		t.Helper()
-		rec, err := r.Start(ctx, run.StartRequest{Definition: "d", Thread: thread, Harness: acp.Name, Prompt: prompt, Args: []string{bin, "acp"}, Env: env})
+		options := map[string]string{}
+		for i := 0; i+1 < len(opts); i += 2 {
+			options[opts[i]] = opts[i+1]
+		}
+		rec, err := r.Start(ctx, run.StartRequest{Definition: "d", Thread: thread, Harness: acp.Name, Prompt: prompt, Args: []string{bin, "acp"}, Env: env, Options: options})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,9 +197,32 @@ func TestRealOpenCodeACPSession(t *testing.T) {
 		t.Errorf("cancelled run: status %s, exit %d (1: the agent ended its turn itself; 143: it was killed), processes left %d%s",
 			third.status, third.exit, len(left), describe(left))
 	}
+
+	// 4. A live answer: the policy asks before touch *, the request waits
+	// (approvalWait) and an answer given while the turn is live lets it go on.
+	answered := false
+	fourth := start("th-live", "make live.txt", envFor(live), func(id string, ev event.Event) {
+		if ev.Type == event.Custom && ev.Name == acp.EventApprovalWaiting && !answered {
+			answered = true
+			if err := r.Answer(ctx, id, "acp:command:touch live.txt", true); err != nil {
+				t.Error(err)
+			}
+		}
+	}, acp.OptionApprovalWait, "2m")
+	made, _ := filepath.Glob(filepath.Join(base, "*", "live.txt"))
+	var by string
+	for _, v := range customs(fourth.evs, acp.EventApprovalAnswered) {
+		var m map[string]any
+		_ = json.Unmarshal(v, &m)
+		by, _ = m["by"].(string)
+	}
+	if !answered || by != "answer" || len(made) != 1 || fourth.status != store.RunCompleted {
+		t.Errorf("live answer: answered %v, settled by %q, live.txt made %d, status %s:\n%s", answered, by, len(made), fourth.status, dump(fourth.evs))
+	}
 	t.Logf("opencode acp: session %s; shell call args %s, permission request answered by policy (deny rm *): rejected %v, README.md kept %v; "+
-		"next run loaded the session %v (earlier conversation in the model request %v); cancel: %d of 200 lines streamed, run %s exit %d, processes left %d",
-		sid, args, rejected, readme == nil, session(second.evs) == sid, carried, deltas, third.status, third.exit, len(left))
+		"next run loaded the session %v (earlier conversation in the model request %v); cancel: %d of 200 lines streamed, run %s exit %d, processes left %d; "+
+		"live answer to a waiting permission request: settled by %q, live.txt made %v in the same run",
+		sid, args, rejected, readme == nil, session(second.evs) == sid, carried, deltas, third.status, third.exit, len(left), by, len(made) == 1)
 }
 
 // sandboxDir is the one sandbox directory under a local provider's base.

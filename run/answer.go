@@ -2,11 +2,13 @@ package run
 
 import (
 	"context"
+	"crypto/sha256"
 
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/journal"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/ensure"
+	"github.com/d10ffeed/corral/store"
 )
 
 // Answer answers an approval request of a run whose turn is still live
@@ -51,5 +53,16 @@ func (r *Runner) Answer(ctx context.Context, runID, approvalID string, allow boo
 	if err != nil {
 		return err
 	}
-	return harness.AppendAnswer(ctx, res.Handle, paths.Files, harness.Answer{ID: approvalID, Allow: allow})
+	return harness.AppendAnswer(ctx, res.Handle, paths.Files, answerKey(rec), harness.Answer{ID: approvalID, Allow: allow})
+}
+
+// answerKey is the key that authenticates a run's live answers
+// (harness.Request.AnswerKey): derived from the run's id and journal
+// nonce, which the store holds and the agent's argv and environment do
+// not, so any corral process with the store can answer and the agent
+// cannot forge an answer (short of reading the nonce from its journal
+// wrapper's memory, the limit the journal's sentinel has too).
+func answerKey(rec store.Run) []byte {
+	k := sha256.Sum256([]byte("corral-answer-key\x00" + rec.ID + "\x00" + rec.JournalNonce))
+	return k[:]
 }

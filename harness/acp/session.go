@@ -28,17 +28,18 @@ const clientVersion = "0.1"
 // reached through two helper processes on the relay's FIFOs, the journal
 // through a third.
 type session struct {
-	h            *Harness
-	hd           sandbox.Handle
-	req          harness.Request
-	ctx          context.Context // ends when the harness closes
-	cancel       context.CancelFunc
-	decMu        sync.Mutex
-	decisions    map[string]bool // approval answers: Request.Approvals, then live ones
-	mcp          []sandbox.MCPServer
-	startTimeout time.Duration
-	approvalWait time.Duration // how long an ask waits for a live answer; 0: not at all
-	log          *slog.Logger
+	h              *Harness
+	hd             sandbox.Handle
+	req            harness.Request
+	ctx            context.Context // ends when the harness closes
+	cancel         context.CancelFunc
+	decMu          sync.Mutex
+	decisions      map[string]bool // approval answers: Request.Approvals, then live ones
+	mcp            []sandbox.MCPServer
+	startTimeout   time.Duration
+	approvalWait   time.Duration // how long an ask waits for a live answer; 0: not at all
+	refusedAnswers int           // unauthenticated lines of the answers file warned about
+	log            *slog.Logger
 
 	helpers    context.Context // the helpers' and terminals' life: until teardown ends
 	endHelpers context.CancelFunc
@@ -479,7 +480,11 @@ func (s *session) awaitAnswer(ctx context.Context, id string) (allow bool, by st
 	poll := time.NewTicker(s.h.opts.AnswerPoll)
 	defer poll.Stop()
 	for {
-		if answers, err := harness.ReadAnswers(ctx, s.hd, s.req.RunDir); err == nil {
+		if answers, refused, err := harness.ReadAnswers(ctx, s.hd, s.req.RunDir, s.req.AnswerKey); err == nil {
+			if refused > s.refusedAnswers {
+				s.refusedAnswers = refused
+				_ = s.jw.write(record{Kind: recWarning, Message: strconv.Itoa(refused) + " line(s) of the run's answers file are not authenticated answers (written inside the sandbox?): ignored"})
+			}
 			if a, ok := answers[id]; ok {
 				return a, answeredLive
 			}

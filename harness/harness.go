@@ -77,6 +77,11 @@ type Request struct {
 	// policy with these decisions. Nil answers nothing. Harnesses read it,
 	// never write it.
 	Approvals map[string]bool
+	// AnswerKey authenticates live answers (AnswersFile lines, see
+	// ReadAnswers): the runner derives it from the run's record, which the
+	// sandbox never holds, so an agent that writes the answers file cannot
+	// approve its own requests. Empty: no live answer is accepted.
+	AnswerKey []byte
 	// WorkspaceRoot is the real path of the workspace inside the sandbox
 	// (the handle's WorkspaceRoot): the cwd a CLI must be told when it takes
 	// one.

@@ -184,7 +184,8 @@ func (d *driver) startAgent() error {
 		Run:    harness.Run{RunID: d.run.ID, ThreadID: d.run.ThreadID},
 		Prompt: d.start.Prompt, Args: d.start.Args, Env: d.start.Env,
 		Model: d.start.Model, Auth: d.start.Auth, Options: d.start.Options, Approvals: d.start.Approvals,
-		Secrets: d.secrets(), Policy: d.def.Policy, Scripts: scripts,
+		AnswerKey: answerKey(d.run),
+		Secrets:   d.secrets(), Policy: d.def.Policy, Scripts: scripts,
 		Session:    d.r.previousSession(d.ctx, d.run),
 		SkillRoots: ws.SkillRoots(), MCPServers: mcp,
 		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files,
@@ -304,14 +305,33 @@ func (d *driver) follow() error {
 	}
 }
 
-// stopAgent acts on a cancel: kill the agent where processes can be killed
-// (its wrapper then records the exit), destroy the sandbox elsewhere.
+// interruptedExitWait bounds how long a cancel waits for the journal's exit
+// after the harness reported that the agent stopped by itself, before it
+// kills the run's processes all the same.
+const interruptedExitWait = 30 * time.Second
+
+// stopAgent acts on a cancel: a harness that can ask its agent to stop
+// (harness.Interrupter) does so first; if the agent did not stop, kill it
+// where processes can be killed (its wrapper then records the exit),
+// destroy the sandbox elsewhere.
 func (d *driver) stopAgent(paths journal.Paths) {
 	// Not d.ctx: the driver ends as soon as the agent dies, and the kill
 	// must not be cut short by that.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), time.Minute)
 	defer cancel()
-	harness.Interrupt(ctx, d.h, d.run.ID) // the agent may end its turn itself first (ACP session/cancel)
+	// The agent may end its turn itself first (ACP session/cancel, within
+	// the harness's grace): then its journal ends by itself and nothing is
+	// killed, unless the exit does not show up in the journal soon after.
+	if harness.Interrupt(ctx, d.h, d.run.ID) {
+		t := time.NewTimer(interruptedExitWait)
+		defer t.Stop()
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-t.C:
+			d.r.log.Warn("run: the interrupted agent's journal shows no exit; killing it", "run", d.run.ID, "after", interruptedExitWait)
+		}
+	}
 	if d.handle.Capabilities().KillableProcesses {
 		if err := journal.Kill(ctx, d.handle, paths, d.r.opts.KillGrace); err == nil {
 			return

@@ -24,6 +24,12 @@ const (
 	// OptionStartTimeout bounds how long the agent may take to answer
 	// initialize (a Go duration, e.g. "2m"); default Options.StartTimeout.
 	OptionStartTimeout = "startTimeout"
+	// OptionApprovalWait (a Go duration; "0" turns it off) is how long a
+	// permission request the policy asks about waits, with the turn, for
+	// a live answer (Runner.Answer, appended to harness.AnswersFile)
+	// before it is decided by the policy's default; default
+	// Options.ApprovalWait.
+	OptionApprovalWait = "approvalWait"
 )
 
 // Options tune a Harness. Every field has a default.
@@ -42,6 +48,15 @@ type Options struct {
 	// CancelGrace is how long a cancelled run's agent gets to end its turn
 	// after session/cancel before the runner kills it. Default 5s.
 	CancelGrace time.Duration
+	// ApprovalWait is how long a permission request that the policy asks
+	// about (and no answer in Request.Approvals settles) waits for a live
+	// answer before the policy's default decides it (a default of ask
+	// denies). Zero (the default): it does not wait; the request is
+	// rejected for this turn and answered in the thread's next run.
+	ApprovalWait time.Duration
+	// AnswerPoll is how often a waiting request reads the run's answers
+	// file. Default 250ms.
+	AnswerPoll time.Duration
 }
 
 // Harness runs any Agent Client Protocol agent: Request.Args is the
@@ -75,6 +90,9 @@ func New(opts Options) *Harness {
 	}
 	if opts.CancelGrace <= 0 {
 		opts.CancelGrace = 5 * time.Second
+	}
+	if opts.AnswerPoll <= 0 {
+		opts.AnswerPoll = 250 * time.Millisecond
 	}
 	base, stop := context.WithCancel(context.Background())
 	return &Harness{opts: opts, base: base, stop: stop, sessions: map[string]*session{}}
@@ -122,6 +140,14 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 		}
 		startTimeout = d
 	}
+	approvalWait := h.opts.ApprovalWait
+	if s := req.Options[OptionApprovalWait]; s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, OptionApprovalWait, "%q is not a duration of zero or more", s)
+		}
+		approvalWait = d
+	}
 	if req.WorkspaceRoot == "" {
 		req.WorkspaceRoot = hd.WorkspaceRoot()
 	}
@@ -145,7 +171,7 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 	sctx, cancel := context.WithCancel(h.base)
 	h.mu.Unlock()
 	s := &session{h: h, hd: hd, req: req, ctx: sctx, cancel: cancel, decisions: req.Approvals, mcp: servers,
-		startTimeout: startTimeout, log: h.opts.Logger.With("run", req.RunID)}
+		startTimeout: startTimeout, approvalWait: approvalWait, log: h.opts.Logger.With("run", req.RunID)}
 	if err := s.spawn(); err != nil {
 		cancel()
 		return harness.Invocation{}, err
@@ -212,6 +238,12 @@ func closeStreams(rs ...io.Reader) {
 		}
 	}
 }
+
+// AnswersLive reports true: a permission request waits for answers in
+// the run's harness.AnswersFile when its approvalWait is set.
+func (h *Harness) AnswersLive() bool { return true }
+
+var _ harness.LiveApprover = (*Harness)(nil)
 
 // Requires names the capabilities an ACP session needs: a stdin to speak
 // the protocol on, and processes that outlive a call.

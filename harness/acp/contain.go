@@ -106,11 +106,15 @@ func (s *session) sweep(ctx context.Context) {
 }
 
 // Interrupt asks the agent of a run this process drives to end its turn
-// (ACP session/cancel) and waits for the session to end, at most
-// Options.CancelGrace or until ctx ends. It reports whether the session
-// ended; false also when this process holds no session for the run or the
-// prompt was not sent yet. The runner calls it on cancel before it kills
-// the run's processes, which it does either way.
+// (ACP session/cancel) and waits up to Options.CancelGrace (or until ctx
+// ends) for the agent to answer the prompt. When it did, Interrupt then
+// waits for the session's teardown (the agent's exit, the journal's last
+// records, the relay's exit code; bounded by ExitGrace and ctx) and
+// reports true: the run's journal then ends by itself, and the runner
+// kills nothing. It reports false when the agent did not end its turn
+// within the grace, when this process holds no session for the run, or
+// when the prompt was not sent yet; the runner then kills the run's
+// processes.
 func (h *Harness) Interrupt(ctx context.Context, runID string) bool {
 	h.mu.Lock()
 	s := h.sessions[runID]
@@ -126,11 +130,18 @@ func (s *session) interrupt(ctx context.Context, grace time.Duration) bool {
 	if sid == "" {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, grace)
+	gctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	_ = s.jw.write(record{Kind: recCancel})
-	if err := s.conn.Cancel(ctx, acpsdk.CancelNotification{SessionId: sid}); err != nil {
+	s.cancelOnce.Do(func() { close(s.cancelling) })
+	if err := s.conn.Cancel(gctx, acpsdk.CancelNotification{SessionId: sid}); err != nil {
 		s.log.Debug("acp: session/cancel failed", "err", err)
+	}
+	select {
+	case <-s.turnDone:
+	case <-gctx.Done():
+		s.log.Debug("acp: the agent did not end its turn within the cancel grace", "grace", grace)
+		return false
 	}
 	select {
 	case <-s.done:

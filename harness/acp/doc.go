@@ -52,8 +52,12 @@
 //     the agent cannot load it.
 //   - Cancel: when this process holds the session, the runner first has
 //     the client send session/cancel (Harness.Interrupt) and gives the
-//     agent Options.CancelGrace to end its turn; then it kills the
-//     journaled process tree as for any run.
+//     agent Options.CancelGrace to end its turn. An agent that does is not
+//     killed: the session tears down as at the end of any turn (the agent's
+//     stdin closes and it gets Options.ExitGrace to exit) and the relay
+//     exits with the client's code. Only an agent that does not end its
+//     turn in time (or a session this process does not hold) has the
+//     journaled process tree killed, as for any run.
 //
 // # Containment
 //
@@ -89,7 +93,11 @@
 // its reject_once (or reject_always); ask rejects the call for this turn
 // and emits approval.requested with the approval id sandbox.ApprovalID
 // ("acp", kind, target). Answers given for approval ids come back in
-// Request.Approvals (approval id → allowed). The same gates apply
+// Request.Approvals (approval id → allowed). With approvalWait (the option
+// or Options.ApprovalWait) an ask waits instead, with the turn, for a live
+// answer in the run's harness.AnswersFile (run.Runner.Answer; events
+// approval.waiting, then approval.answered), and its deadline decides by
+// the policy's default. The same gates apply
 // to fs/write_text_file (the fileWrite rule) and terminal/create (the
 // command rules), so an agent that skips the permission request is held
 // to the policy all the same. What the agent does with its own tools
@@ -112,7 +120,9 @@
 // agent_message_chunk → TEXT_MESSAGE_*; agent_thought_chunk → REASONING_*;
 // tool_call and tool_call_update → TOOL_CALL_START (named by the tool's
 // kind), one TOOL_CALL_ARGS (the raw input with the title) and
-// TOOL_CALL_END once the input is known, and TOOL_CALL_RESULT when the call
+// TOOL_CALL_END once the input is final — not while the call is pending,
+// whose input may still stream ({} or {"cwd":…} at first), but when it
+// is asked about, leaves pending or ends — and TOOL_CALL_RESULT when the call
 // completes or fails (raw output, else its text and terminal output, else
 // its other content as JSON); plan → CUSTOM acp.plan; non-text message
 // blocks → CUSTOM acp.message_content; the session → session.started. A

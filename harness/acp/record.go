@@ -19,7 +19,8 @@ const (
 	recInit         = "init"          // the agent answered initialize
 	recSession      = "session"       // the session the prompt runs in
 	recUpdate       = "update"        // a session/update notification's params
-	recPermission   = "permission"    // session/request_permission and the answer
+	recPermission   = "permission"    // session/request_permission and the answer (or that it waits)
+	recAnswer       = "answer"        // a waiting permission request was settled
 	recFSWrite      = "fs_write"      // fs/write_text_file and the answer
 	recTerminal     = "terminal"      // terminal/create and the answer
 	recTerminalExit = "terminal_exit" // a terminal's command exited
@@ -56,6 +57,10 @@ type record struct {
 	Decision      string          `json:"decision,omitempty"` // allow or deny
 	ApprovalID    string          `json:"approvalId,omitempty"`
 	NeedsApproval bool            `json:"needsApproval,omitempty"`
+	Waiting       string          `json:"waiting,omitempty"` // permission: it waits this long for a live answer
+
+	// answer: Decision and ApprovalID, and how it was settled
+	By string `json:"by,omitempty"`
 
 	// terminal, terminal_exit
 	TerminalID string `json:"terminalId,omitempty"`

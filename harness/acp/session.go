@@ -11,6 +11,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,15 +28,18 @@ const clientVersion = "0.1"
 // reached through two helper processes on the relay's FIFOs, the journal
 // through a third.
 type session struct {
-	h            *Harness
-	hd           sandbox.Handle
-	req          harness.Request
-	ctx          context.Context // ends when the harness closes
-	cancel       context.CancelFunc
-	decisions    map[string]bool
-	mcp          []sandbox.MCPServer
-	startTimeout time.Duration
-	log          *slog.Logger
+	h              *Harness
+	hd             sandbox.Handle
+	req            harness.Request
+	ctx            context.Context // ends when the harness closes
+	cancel         context.CancelFunc
+	decMu          sync.Mutex
+	decisions      map[string]bool // approval answers: Request.Approvals, then live ones
+	mcp            []sandbox.MCPServer
+	startTimeout   time.Duration
+	approvalWait   time.Duration // how long an ask waits for a live answer; 0: not at all
+	refusedAnswers int           // unauthenticated lines of the answers file warned about
+	log            *slog.Logger
 
 	helpers    context.Context // the helpers' and terminals' life: until teardown ends
 	endHelpers context.CancelFunc
@@ -47,6 +51,9 @@ type session struct {
 	loading    atomic.Bool  // session/load is replaying history: journal none of it
 	sid        atomic.Value // the acpsdk.SessionId the prompt runs in, once known
 	stopped    acpsdk.StopReason
+	turnDone   chan struct{} // closed when the turn (or its start) ended, before teardown
+	cancelling chan struct{} // closed when the client sent session/cancel
+	cancelOnce sync.Once
 	done       chan struct{}
 }
 
@@ -54,7 +61,7 @@ var _ acpsdk.Client = (*session)(nil)
 
 // spawn starts the helper processes and the connection.
 func (s *session) spawn() error {
-	s.done = make(chan struct{})
+	s.done, s.turnDone, s.cancelling = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	s.helpers, s.endHelpers = context.WithCancel(context.Background())
 	fifo := func(name string) string { return path.Join(s.req.RunDir, name) }
 	var err error
@@ -144,6 +151,7 @@ func (s *session) journalLine(line []byte) {
 func (s *session) run() {
 	defer close(s.done)
 	failed := s.drive()
+	close(s.turnDone)
 	s.teardown(failed)
 }
 
@@ -356,26 +364,6 @@ func (s *session) ReadTextFile(ctx context.Context, p acpsdk.ReadTextFileRequest
 	return acpsdk.ReadTextFileResponse{Content: text}, nil
 }
 
-// resolve asks the policy about an action, with the approvals given.
-func (s *session) resolve(kind sandbox.ApprovalKind, target string) sandbox.Resolution {
-	return sandbox.EffectivePolicy(s.req.Policy).Resolve(sandbox.ApprovalRequest{Provider: Name, Kind: kind, Target: target}, s.req.Scripts, s.decisions)
-}
-
-func decision(res sandbox.Resolution) string {
-	if res.Decision == sandbox.Allow {
-		return "allow"
-	}
-	return "deny"
-}
-
-func denied(res sandbox.Resolution, what string) error {
-	msg := what + " denied by the sandbox policy"
-	if res.NeedsApproval {
-		msg = what + " needs approval (approval id " + res.ID + "); approve it and run again"
-	}
-	return sandbox.Errorf(sandbox.PermissionDenied, "harness.acp", res.ID, "%s", msg)
-}
-
 // WriteTextFile serves fs/write_text_file, gated by the policy's file
 // write rule.
 func (s *session) WriteTextFile(ctx context.Context, p acpsdk.WriteTextFileRequest) (acpsdk.WriteTextFileResponse, error) {
@@ -393,29 +381,6 @@ func (s *session) WriteTextFile(ctx context.Context, p acpsdk.WriteTextFileReque
 		return acpsdk.WriteTextFileResponse{}, err
 	}
 	return acpsdk.WriteTextFileResponse{}, nil
-}
-
-// RequestPermission answers from the policy: allow and deny are final;
-// ask rejects the call for this turn and journals an approval request.
-func (s *session) RequestPermission(_ context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
-	g := gateFor(p.ToolCall, s.req.WorkspaceRoot)
-	tc, _ := json.Marshal(p.ToolCall)
-	rec := record{Kind: recPermission, ToolCall: tc, Gate: "none", Decision: "allow"}
-	if p.ToolCall.Title != nil {
-		rec.Title = *p.ToolCall.Title
-	}
-	allow := true
-	if g.kind != "" {
-		res := s.resolve(g.kind, g.target)
-		allow = res.Decision == sandbox.Allow
-		rec.Gate, rec.Target, rec.Decision, rec.ApprovalID, rec.NeedsApproval = string(g.kind), g.target, decision(res), res.ID, res.NeedsApproval
-	}
-	_ = s.jw.write(rec)
-	opt, ok := chooseOption(p.Options, allow)
-	if !ok {
-		return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Cancelled: &acpsdk.RequestPermissionOutcomeCancelled{}}}, nil
-	}
-	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Selected: &acpsdk.RequestPermissionOutcomeSelected{OptionId: opt}}}, nil
 }
 
 // SessionUpdate does nothing: the tee journaled the notification already.

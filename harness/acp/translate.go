@@ -29,6 +29,14 @@ const (
 	// be resumed and the prompt ran in a fresh session (value:
 	// {"previous","reason"}): the agent does not remember earlier turns.
 	EventSessionNotResumed = "session.not_resumed"
+	// EventApprovalWaiting follows approval.requested when the request
+	// waits, with the turn, for a live answer (Runner.Answer) (value:
+	// {"approvalId","wait"}: how long before the policy's default decides).
+	EventApprovalWaiting = "approval.waiting"
+	// EventApprovalAnswered says how a waiting request was settled (value:
+	// {"approvalId","allowed","by"}; by: "answer", "deadline" or
+	// "cancelled").
+	EventApprovalAnswered = "approval.answered"
 )
 
 // Error codes of the RUN_ERROR events this harness emits.
@@ -52,6 +60,7 @@ type toolState struct {
 	title    string
 	argsSent bool // ARGS and END were emitted
 	done     bool // RESULT was emitted
+	input    any  // the latest raw input that says anything (else {} or nothing)
 	status   string
 	output   json.RawMessage // the latest rawOutput
 	content  []acpsdk.ToolCallContent
@@ -118,9 +127,18 @@ func (t *translator) Line(line []byte) []event.Event {
 		var out []event.Event
 		var tc acpsdk.ToolCallUpdate
 		if json.Unmarshal(r.ToolCall, &tc) == nil && tc.ToolCallId != "" {
-			out = append(out, t.toolUpdate(string(tc.ToolCallId), tc.Kind, tc.Title, tc.RawInput, nil, nil, nil)...)
+			asked := acpsdk.ToolCallStatus(toolAsked)
+			out = append(out, t.toolUpdate(string(tc.ToolCallId), tc.Kind, tc.Title, tc.RawInput, nil, nil, &asked)...)
 		}
-		return append(out, t.approval(r)...)
+		out = append(out, t.approval(r)...)
+		if r.Waiting != "" && r.ApprovalID != "" {
+			out = append(out, event.CustomEvent(EventApprovalWaiting, map[string]string{"approvalId": r.ApprovalID, "wait": r.Waiting}))
+		}
+		return out
+	case recAnswer:
+		if r.ApprovalID != "" {
+			return []event.Event{event.CustomEvent(EventApprovalAnswered, map[string]any{"approvalId": r.ApprovalID, "allowed": r.Decision == "allow", "by": r.By})}
+		}
 	case recFSWrite, recTerminal:
 		return t.approval(r)
 	case recTerminalExit:
@@ -213,10 +231,21 @@ func (t *translator) closeText() []event.Event          { return t.blocks.CloseT
 func (t *translator) closeReasoning() []event.Event     { return t.blocks.CloseReasoning() }
 func (t *translator) closeBlocks() []event.Event        { return t.blocks.Close() }
 
+// toolAsked is the status a permission request gives its tool call here:
+// the input the agent asks about is the call's input.
+const toolAsked = "corral:asked"
+
 // toolUpdate applies a tool_call, tool_call_update or a permission's tool
-// call. The call opens (START) the first time its id is seen, its ARGS and
-// END follow once its input is known (or at its end), and a completed or
-// failed status gives its RESULT.
+// call (status toolAsked). The call opens (START) the first time its id is
+// seen; its ARGS and END follow once its input is final; a completed or
+// failed status gives its RESULT. ACP's pending status means the input
+// "is either streaming or awaiting approval", and agents do open calls
+// with a partial input (opencode acp: {"cwd":…} without the command;
+// claude-agent-acp: {}) that a later tool_call_update completes. So the
+// input is held while the call is pending and sent, the latest one that
+// says anything, when the call is asked about (session/request_permission),
+// leaves pending (in_progress) or ends; a call that never says more than
+// {} gets {} and its title.
 func (t *translator) toolUpdate(id string, kind *acpsdk.ToolKind, title *string, rawInput, rawOutput any,
 	content []acpsdk.ToolCallContent, status *acpsdk.ToolCallStatus) []event.Event {
 	if id == "" {
@@ -249,21 +278,37 @@ func (t *translator) toolUpdate(id string, kind *acpsdk.ToolKind, title *string,
 			ts.output = b
 		}
 	}
-	if rawInput != nil && !ts.argsSent {
-		out = append(out, t.args(ts, rawInput)...)
+	if rawInput != nil && (ts.input == nil || inputKnown(rawInput)) {
+		ts.input = rawInput
 	}
-	if status != nil {
-		ts.status = string(*status)
-		if *status == acpsdk.ToolCallStatusCompleted || *status == acpsdk.ToolCallStatusFailed {
-			if !ts.argsSent {
-				out = append(out, t.args(ts, nil)...)
-			}
-			ts.done = true
-			out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, MessageID: t.ids.Next("result"),
-				Content: t.result(ts), IsError: *status == acpsdk.ToolCallStatusFailed})
-		}
+	if status == nil || *status == acpsdk.ToolCallStatusPending {
+		return out
+	}
+	if !ts.argsSent {
+		out = append(out, t.args(ts, ts.input)...)
+	}
+	if *status == toolAsked {
+		return out
+	}
+	ts.status = string(*status)
+	if *status == acpsdk.ToolCallStatusCompleted || *status == acpsdk.ToolCallStatusFailed {
+		ts.done = true
+		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, MessageID: t.ids.Next("result"),
+			Content: t.result(ts), IsError: *status == acpsdk.ToolCallStatusFailed})
 	}
 	return out
+}
+
+// inputKnown reports whether a tool call's raw input says something: not
+// absent, null or an empty object.
+func inputKnown(rawInput any) bool {
+	switch v := rawInput.(type) {
+	case nil:
+		return false
+	case map[string]any:
+		return len(v) > 0
+	}
+	return true
 }
 
 // args emits the call's arguments: its raw input, with its title.
@@ -335,7 +380,7 @@ func (t *translator) End(code int) []event.Event {
 			continue
 		}
 		if !ts.argsSent {
-			out = append(out, t.args(ts, nil)...)
+			out = append(out, t.args(ts, ts.input)...)
 		}
 		ts.done = true
 		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, MessageID: t.ids.Next("result"), Content: interrupted, IsError: true})

@@ -50,6 +50,12 @@ function approve(args) {
   if (d.decision === "allow") return { behavior: "allow", updatedInput: input };
   if (d.decision === "ask") {
     const id = policy.provider + ":" + d.kind + ":" + d.target;
+    // An answer given for this approval id (corral run --approve/--deny).
+    const decisions = policy.decisions || {};
+    if (Object.prototype.hasOwnProperty.call(decisions, id)) {
+      if (decisions[id] === true) return { behavior: "allow", updatedInput: input };
+      return { behavior: "deny", message: "Denied: approval " + id + " was refused." };
+    }
     return {
       behavior: "deny",
       message: "This action needs a person's approval under the sandbox policy; it was not run.\n" +

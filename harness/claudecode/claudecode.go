@@ -36,7 +36,10 @@
 // server on stdio (approve.js, run by node inside the sandbox) that
 // decides every Bash, file-write and network call with the policy's exact
 // rules and answers allow with updatedInput, or deny. A decision of "ask"
-// is denied for this run and becomes an approval.requested event. Without
+// is denied for this run and becomes an approval.requested event; the
+// answer given for its id in a later run (Request.Approvals, corral run
+// --approve/--deny) reaches the tool in its policy file, which then allows
+// or denies the call without asking again. Without
 // node in the sandbox Prepare fails, unless option policy=best-effort
 // lets the harness fall back to dontAsk with --allowedTools and
 // --disallowedTools rules. Bypass is never used while the policy has rules.
@@ -273,7 +276,7 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		for _, f := range []struct {
 			path string
 			data []byte
-		}{{script, approveJS}, {policyFile, compilePolicy(req.Policy, req.Scripts)}} {
+		}{{script, approveJS}, {policyFile, compilePolicy(req.Policy, req.Scripts, req.Approvals)}} {
 			if err := harness.WriteFile(ctx, h, f.path, f.data, "600"); err != nil {
 				return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, f.path, err)
 			}

@@ -121,10 +121,15 @@ type toolPolicy struct {
 	Ask             []string          `json:"ask"`
 	Allow           []string          `json:"allow"`
 	Scripts         map[string]string `json:"scripts"`
+	// Decisions are the answers given for approval ids
+	// (Request.Approvals): an ask whose id has one is allowed or denied
+	// by it instead of raising an approval request.
+	Decisions map[string]bool `json:"decisions"`
 }
 
-// compilePolicy compiles p for the approve tool.
-func compilePolicy(p *sandbox.Policy, scripts map[string]string) []byte {
+// compilePolicy compiles p, with the approvals answered so far, for the
+// approve tool.
+func compilePolicy(p *sandbox.Policy, scripts map[string]string, decisions map[string]bool) []byte {
 	def := p.Capability("") // the default decision
 	tp := toolPolicy{
 		Provider: Name, Marker: approvalMarker, Default: def,
@@ -134,9 +139,13 @@ func compilePolicy(p *sandbox.Policy, scripts map[string]string) []byte {
 		Ask:             patternRegexps(p.Commands.Ask, scripts),
 		Allow:           patternRegexps(p.Commands.Allow, scripts),
 		Scripts:         scripts,
+		Decisions:       decisions,
 	}
 	if tp.Scripts == nil {
 		tp.Scripts = map[string]string{}
+	}
+	if tp.Decisions == nil {
+		tp.Decisions = map[string]bool{}
 	}
 	b, err := json.Marshal(tp)
 	if err != nil {

@@ -22,7 +22,11 @@
 // kills the launcher only); -children starts, with every prompt, a
 // background child (sleep, in the agent's process group) and a
 // double-forked one in a session of its own (setsid), neither waited for;
-// -linger keeps the agent alive after its stdin closed.
+// -linger keeps the agent alive after its stdin closed. For the cancel
+// tests: -cancel-delay ends a cancelled -hang turn only after a while,
+// -ignore-cancel never ends it, -exit-gate FILE holds the agent after its
+// stdin closed until FILE exists, and -signals FILE notes every
+// session/cancel ("cancel"), that hold ("eof") and SIGTERM ("TERM").
 package main
 
 import (
@@ -32,9 +36,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -42,8 +48,10 @@ import (
 
 type config struct {
 	load, crash, hang, skipAsk, mcpHTTP bool
-	children, linger                    bool
+	children, linger, ignoreCancel      bool
 	cmd, write, stop                    string
+	cancelDelay                         time.Duration
+	signals, exitGate                   string
 }
 
 type agent struct {
@@ -71,7 +79,14 @@ func main() {
 	launcher := flag.Bool("launcher", false, "start the agent as a child and wait for it (like an npm launcher)")
 	flag.BoolVar(&cfg.children, "children", false, "start a background and a double-forked child with every prompt")
 	flag.BoolVar(&cfg.linger, "linger", false, "keep running after stdin closed")
+	flag.BoolVar(&cfg.ignoreCancel, "ignore-cancel", false, "with -hang: go on hanging after session/cancel")
+	flag.DurationVar(&cfg.cancelDelay, "cancel-delay", 0, "with -hang: end the cancelled turn only after this long")
+	flag.StringVar(&cfg.exitGate, "exit-gate", "", "after stdin closed, note \"eof\" (with -signals) and exit only once this file exists")
+	flag.StringVar(&cfg.signals, "signals", "", "append a line to this file for every session/cancel (\"cancel\") and SIGTERM (\"TERM\") received")
 	flag.Parse()
+	if cfg.signals != "" {
+		watchTERM(cfg.signals)
+	}
 	if *launcher {
 		os.Exit(launch())
 	}
@@ -81,6 +96,17 @@ func main() {
 	a.conn = acp.NewAgentSideConnection(a, os.Stdout, os.Stdin)
 	a.conn.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	<-a.conn.Done()
+	if cfg.exitGate != "" {
+		if cfg.signals != "" {
+			note(cfg.signals, "eof")
+		}
+		for {
+			if _, err := os.Stat(cfg.exitGate); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	for cfg.linger {
 		time.Sleep(time.Hour)
 	}
@@ -178,6 +204,12 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 }
 
 func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
+	if a.cfg.signals != "" {
+		note(a.cfg.signals, "cancel")
+	}
+	if a.cfg.ignoreCancel {
+		return nil
+	}
 	a.mu.Lock()
 	cancel := a.cancels[p.SessionId]
 	a.mu.Unlock()
@@ -271,6 +303,7 @@ func (t *turn) play(prompt string, mcp []string) error {
 	}
 	if t.a.cfg.hang {
 		<-t.ctx.Done()
+		time.Sleep(t.a.cfg.cancelDelay)
 		return t.ctx.Err()
 	}
 	in, err := t.a.conn.ReadTextFile(t.ctx, acp.ReadTextFileRequest{SessionId: t.sid, Path: filepath.Join(t.cwd, "input.txt")})
@@ -378,4 +411,25 @@ func (a *agent) SetSessionConfigOption(context.Context, acp.SetSessionConfigOpti
 
 func (a *agent) SetSessionMode(context.Context, acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
 	return acp.SetSessionModeResponse{}, nil
+}
+
+// note appends a line to the file at path.
+func note(path, line string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return
+	}
+	_, _ = f.WriteString(line + "\n")
+	_ = f.Close()
+}
+
+// watchTERM notes a SIGTERM in path and exits as the signal would.
+func watchTERM(path string) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM)
+	go func() {
+		<-ch
+		note(path, "TERM")
+		os.Exit(143)
+	}()
 }

@@ -50,6 +50,13 @@ const (
 	FileChanged = "file.changed"
 	// ApprovalRequested asks a person to allow an action (value: Approval).
 	ApprovalRequested = "approval.requested"
+	// ApprovalWaiting follows approval.requested when the request waits,
+	// with the turn, for a live answer (value: {"approvalId","wait"}).
+	ApprovalWaiting = "approval.waiting"
+	// ApprovalAnswered says how a waiting request was settled during the
+	// turn (value: ApprovalAnswer); the run then does not end interrupted
+	// by it.
+	ApprovalAnswered = "approval.answered"
 	// SessionStarted carries the agent's session id (value: Session), so
 	// the thread's next run can resume it.
 	SessionStarted = "session.started"
@@ -66,6 +73,14 @@ const (
 	// not check it, and a driver that takes over does not repeat it.
 	SandboxProgress = "sandbox.progress"
 )
+
+// ApprovalAnswer is the value of an approval.answered event.
+type ApprovalAnswer struct {
+	ApprovalID string `json:"approvalId"`
+	Allowed    bool   `json:"allowed"`
+	// By is how it was settled: "answer", "deadline" or "cancelled".
+	By string `json:"by"`
+}
 
 // PolicyNotice is the value of a policy.unenforced event: the rules of the
 // run's policy that its harness cannot enforce, and why.

@@ -49,6 +49,14 @@ func (s *aguiState) see(e event.Event) {
 	case event.ToolCallEnd:
 		del(&s.tools, e.ToolCallID)
 	case event.Custom:
+		if e.Name == event.ApprovalAnswered {
+			// Settled during the turn: not something the next run answers.
+			var a event.ApprovalAnswer
+			if json.Unmarshal(e.Value, &a) == nil {
+				s.interrupts = slices.DeleteFunc(s.interrupts, func(i event.Interrupt) bool { return i.ID == a.ApprovalID })
+			}
+			return
+		}
 		if e.Name != event.ApprovalRequested {
 			return
 		}

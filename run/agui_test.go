@@ -44,4 +44,12 @@ func TestAGUIStateClosesAndInterrupts(t *testing.T) {
 		t.Errorf("a cancel's outcome became %q", cancelled.Outcome.Type)
 	}
 	t.Logf("%d open blocks closed, %d interrupt from 2 approval events", len(want), len(fin.Outcome.Interrupts))
+
+	// A request answered live during the turn does not interrupt the run.
+	s.see(event.CustomEvent(event.ApprovalRequested, event.Approval{ID: "a2", Kind: "command", Target: "make"}))
+	s.see(event.CustomEvent(event.ApprovalAnswered, event.ApprovalAnswer{ApprovalID: "a2", Allowed: true, By: "answer"}))
+	s.see(event.CustomEvent(event.ApprovalAnswered, event.ApprovalAnswer{ApprovalID: "a1", Allowed: false, By: "deadline"}))
+	if fin := s.finished(event.Event{Type: event.RunFinished}); fin.Outcome != nil {
+		t.Errorf("every request was settled live, yet the run ends with outcome %+v", fin.Outcome)
+	}
 }

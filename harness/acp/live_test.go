@@ -147,6 +147,9 @@ func TestLiveApproval(t *testing.T) {
 				t.Errorf("command ran %v (want %v), status %s, requested %d, waiting %d, answered %v:\n%s",
 					ran, c.wantRan, final.Status, requested, waiting, answered, dump(evs))
 			}
+			if end := evs[len(evs)-1]; end.Type == event.RunFinished && end.Outcome != nil && end.Outcome.Type == event.OutcomeInterrupt {
+				t.Errorf("a request settled in the turn still ends the run interrupted: %+v", end.Outcome)
+			}
 			t.Logf("%s: 1 request, settled by %v (allowed %v) in the same run; command ran %v; run %s",
 				c.name, answered[0]["by"], answered[0]["allowed"], ran, final.Status)
 		})

@@ -32,11 +32,11 @@ const (
 	// EventApprovalWaiting follows approval.requested when the request
 	// waits, with the turn, for a live answer (Runner.Answer) (value:
 	// {"approvalId","wait"}: how long before the policy's default decides).
-	EventApprovalWaiting = "approval.waiting"
+	EventApprovalWaiting = event.ApprovalWaiting
 	// EventApprovalAnswered says how a waiting request was settled (value:
 	// {"approvalId","allowed","by"}; by: "answer", "deadline" or
 	// "cancelled").
-	EventApprovalAnswered = "approval.answered"
+	EventApprovalAnswered = event.ApprovalAnswered
 )
 
 // Error codes of the RUN_ERROR events this harness emits.
@@ -137,7 +137,7 @@ func (t *translator) Line(line []byte) []event.Event {
 		return out
 	case recAnswer:
 		if r.ApprovalID != "" {
-			return []event.Event{event.CustomEvent(EventApprovalAnswered, map[string]any{"approvalId": r.ApprovalID, "allowed": r.Decision == "allow", "by": r.By})}
+			return []event.Event{event.CustomEvent(EventApprovalAnswered, event.ApprovalAnswer{ApprovalID: r.ApprovalID, Allowed: r.Decision == "allow", By: r.By})}
 		}
 	case recFSWrite, recTerminal:
 		return t.approval(r)

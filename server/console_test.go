@@ -250,7 +250,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			{"the per-file count", turn(second, `details.file[data-file="notes.txt"] summary`) + `.textContent.includes('+2')`},
 		}
 		for _, c := range checks {
-			if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { try { return !!(` + c.expr + `); } catch (e) { return false; } })()`)); err != nil || !ok {
+			if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { try { return !!(`+c.expr+`); } catch (e) { return false; } })()`)); err != nil || !ok {
 				t.Errorf("the conversation lacks %s (%v)", c.what, err)
 			}
 		}
@@ -284,6 +284,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			b, _, _ := e.Store.GetRun(context.Background(), second)
 			if first == second || a.ThreadID != b.ThreadID || b.Harness != "asker" {
 				t.Fatalf("runs %s and %s: want two asker runs of one thread", first, second)
+			}
+			if p.eval(`String(document.getElementById('answer').hidden)`) != "true" {
+				t.Errorf("the answer note stays after the next run started")
 			}
 			t.Logf("%s on the ended run started %s in its thread, which printed %s", tc.button, second, tc.want)
 		}

@@ -258,15 +258,18 @@ func TestConsoleInBrowser(t *testing.T) {
 			p.num(`document.querySelectorAll('#out section.turn').length`), p.num(`document.querySelectorAll('#out details.tool').length`),
 			p.num(`document.querySelectorAll('#out details.reasoning').length`), p.num(`document.querySelectorAll('#out details.file').length`), len(checks), len(checks))
 		if os.Getenv("CORRAL_SCREENSHOT") == "1" {
+			p.eval(`document.querySelectorAll('#out details.tool, #out details.reasoning').forEach((d) => { d.open = true; }), document.querySelector('main').scrollTop = 0, ''`)
+			p.do(chromedp.EmulateViewport(1280, 1120))
 			png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 			if err != nil {
 				t.Fatal(err)
 			}
+			p.do(chromedp.EmulateReset())
 			path := filepath.Join("..", "docs", "console.png")
 			if err := os.WriteFile(path, png, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("wrote %s (%d bytes, 1280x800)", path, len(png))
+			t.Logf("wrote %s (%d bytes, 1280x1120)", path, len(png))
 		}
 	})
 
@@ -356,7 +359,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		p.wait(`document.querySelectorAll('#out section.turn').length === 2`, "the thread does not open")
 		layout := func() (header, overflow int, asideShown, mainShown bool) {
 			header = p.num(`Math.round(document.querySelector('header').getBoundingClientRect().height)`)
-			overflow = p.num(`document.documentElement.scrollWidth - window.innerWidth`)
+			overflow = p.num(`Math.max(document.documentElement.scrollWidth - window.innerWidth, ...[...document.querySelectorAll('aside, main')].filter((e) => getComputedStyle(e).display !== 'none').map((e) => e.scrollWidth - e.clientWidth))`)
 			asideShown = p.eval(`getComputedStyle(document.querySelector('aside')).display`) != "none"
 			mainShown = p.eval(`getComputedStyle(document.querySelector('main')).display`) != "none"
 			return

@@ -15,9 +15,10 @@ import (
 // by status and thread; the sandbox list says each sandbox's state.
 func TestRunListFields(t *testing.T) {
 	e := newEnv(t, envOptions{})
+	// One after the other, so "newest first" is one order.
 	ok := e.startJSON("", jsonBody(t, api.StartRun{Prompt: "echo fine"}))
-	bad := e.startJSON("", jsonBody(t, api.StartRun{Prompt: "echo oops >&2; exit 3"}))
 	e.waitStatus(ok, store.RunCompleted, time.Minute)
+	bad := e.startJSON("", jsonBody(t, api.StartRun{Prompt: "echo oops >&2; exit 3"}))
 	e.waitStatus(bad, store.RunFailed, time.Minute)
 	okRec, _, _ := e.Store.GetRun(testCtx(t, time.Minute), ok)
 	held := e.startJSON("", jsonBody(t, api.StartRun{Prompt: "sleep 30", Thread: okRec.ThreadID}))

@@ -31,14 +31,21 @@ type StartRun struct {
 
 // Run is a run as the API shows it (its journal nonce stays private).
 type Run struct {
-	ID              string     `json:"id"`
-	Thread          string     `json:"thread"`
-	Definition      string     `json:"definition"`
-	Harness         string     `json:"harness"`
-	Status          string     `json:"status"`
-	CreatedAt       time.Time  `json:"createdAt"`
-	UpdatedAt       time.Time  `json:"updatedAt"`
-	FinishedAt      *time.Time `json:"finishedAt,omitempty"`
+	ID         string `json:"id"`
+	Thread     string `json:"thread"`
+	Definition string `json:"definition"`
+	Harness    string `json:"harness"`
+	// Provider names the provider of the run's sandbox definition (local,
+	// docker, …); the daemon fills it in, RunFrom leaves it empty.
+	Provider string `json:"provider,omitempty"`
+	Status   string `json:"status"`
+	// CreatedAt is when the run started (its record was made).
+	CreatedAt  time.Time  `json:"createdAt"`
+	UpdatedAt  time.Time  `json:"updatedAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// DurationMS is how long a finished run took, from CreatedAt to
+	// FinishedAt, in milliseconds; absent while it runs.
+	DurationMS      *int64     `json:"durationMs,omitempty"`
 	Error           string     `json:"error,omitempty"`
 	ExitCode        *int       `json:"exitCode,omitempty"`
 	SandboxKey      string     `json:"sandboxKey,omitempty"`
@@ -64,9 +71,14 @@ func RunFrom(r store.Run, lastSeq int64) Run {
 	if r.PolicyUnenforced != "" {
 		_ = json.Unmarshal([]byte(r.PolicyUnenforced), &unenforced)
 	}
+	var dur *int64
+	if !r.FinishedAt.IsZero() && !r.CreatedAt.IsZero() {
+		ms := max(r.FinishedAt.Sub(r.CreatedAt).Milliseconds(), 0)
+		dur = &ms
+	}
 	return Run{
 		ID: r.ID, Thread: r.ThreadID, Definition: r.DefinitionID, Harness: r.Harness, Status: string(r.Status),
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: opt(r.FinishedAt), Error: r.Error, ExitCode: r.ExitCode,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: opt(r.FinishedAt), DurationMS: dur, Error: r.Error, ExitCode: r.ExitCode,
 		SandboxKey: r.SandboxKey, DetachedSince: opt(r.DetachedSince), CancelRequested: opt(r.CancelRequested),
 		DriverEpoch: r.DriverEpoch, LastSeq: lastSeq, PolicyUnenforced: unenforced,
 	}
@@ -79,15 +91,20 @@ type Runs struct {
 
 // Sandbox is a sandbox instance as the API shows it.
 type Sandbox struct {
-	Key               string    `json:"key"`
-	Provider          string    `json:"provider"`
-	ProviderSandboxID string    `json:"providerSandboxId,omitempty"`
-	Thread            string    `json:"thread"`
-	Definition        string    `json:"definition,omitempty"`
-	LatestSnapshotID  string    `json:"latestSnapshotId,omitempty"`
-	LatestRunID       string    `json:"latestRunId,omitempty"`
-	CreatedAt         time.Time `json:"createdAt"`
-	UpdatedAt         time.Time `json:"updatedAt"`
+	Key               string `json:"key"`
+	Provider          string `json:"provider"`
+	ProviderSandboxID string `json:"providerSandboxId,omitempty"`
+	Thread            string `json:"thread"`
+	Definition        string `json:"definition,omitempty"`
+	LatestSnapshotID  string `json:"latestSnapshotId,omitempty"`
+	LatestRunID       string `json:"latestRunId,omitempty"`
+	// State is "busy" (a run that is not over uses it: RunningRunID),
+	// "idle" (it exists, no run uses it) or "reclaimed" (only its snapshot,
+	// if any, is left); the daemon fills it in, SandboxFrom leaves it empty.
+	State        string    `json:"state,omitempty"`
+	RunningRunID string    `json:"runningRunId,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
 }
 
 // SandboxFrom converts a stored instance.

@@ -212,7 +212,7 @@ func TestWebPageInBrowser(t *testing.T) {
 	t.Logf("browser started in %v", time.Since(began).Round(time.Millisecond))
 	outText := func() string {
 		t.Helper()
-		text, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.ID("out")))
+		text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('out').innerText`))
 		if err != nil {
 			t.Fatalf("reading the output: %v", err)
 		}
@@ -268,8 +268,8 @@ func TestWebPageInBrowser(t *testing.T) {
 	if err := waitJS(ctx, fmt.Sprintf(`/(^|\n)%s\n/.test(document.getElementById('out').textContent)`, want), time.Minute); err != nil {
 		t.Fatalf("after the reload the stream did not go on to %s: %v\n%s", want, err, outText())
 	}
-	hash, title, status := eval(`location.hash`), eval(`document.getElementById('title').textContent`), eval(`document.getElementById('status').textContent`)
-	if hash != "#run="+id || !strings.Contains(title, id) || status != "running" {
+	hash, title, status := eval(`location.hash`), eval(`document.getElementById('selid').title`), eval(`document.getElementById('status').textContent`)
+	if hash != "#run="+id || title != id || status != "running" {
 		t.Fatalf("after the reload: hash %q title %q status %q, want run %s running", hash, title, status, id)
 	}
 	after := checkShown(t, outText())

@@ -8,7 +8,8 @@ import (
 //go:embed web/index.html
 var indexHTML []byte
 
-// page serves the web page: runs, a live run view, a form to start a run.
+// page serves the web page, a console: the run list, threads as
+// conversations (live), approvals, sandboxes, a form to start a run.
 // It holds no data and needs no token; it takes the token from ?token=
 // (the address corral serve prints), keeps it in sessionStorage, removes
 // it from the address bar and sends it as a bearer token. It may not be

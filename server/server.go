@@ -247,7 +247,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, r, rec.ID, 0, false)
 		return
 	}
-	writeJSON(w, http.StatusCreated, api.RunFrom(rec, 0))
+	writeJSON(w, http.StatusCreated, s.apiRun(rec, 0))
 }
 
 func wantsStream(r *http.Request) bool {
@@ -278,7 +278,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.RunFrom(rec, last))
+	writeJSON(w, http.StatusOK, s.apiRun(rec, last))
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
@@ -309,7 +309,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.Runs{Runs: make([]api.Run, 0, len(runs))}
 	for i := len(runs) - 1; i >= 0; i-- { // newest first
-		out.Runs = append(out.Runs, api.RunFrom(runs[i], 0))
+		out.Runs = append(out.Runs, s.apiRun(runs[i], 0))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -324,7 +324,7 @@ func (s *Server) activeRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, notFound("active run for thread", r.PathValue("thread")))
 		return
 	}
-	writeJSON(w, http.StatusOK, api.RunFrom(rec, 0))
+	writeJSON(w, http.StatusOK, s.apiRun(rec, 0))
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -338,7 +338,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, api.RunFrom(rec, 0))
+	writeJSON(w, http.StatusAccepted, s.apiRun(rec, 0))
 }
 
 // runEvents replays the run's events after the offset (?offset= or
@@ -459,14 +459,12 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := api.Sandboxes{Sandboxes: make([]api.Sandbox, 0, len(list))}
-	for _, in := range list {
-		if in.Tenant != tenantOf(r) {
-			continue
-		}
-		out.Sandboxes = append(out.Sandboxes, api.SandboxFrom(in))
+	sbs, err := s.sandboxes(r.Context(), tenantOf(r), list)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, api.Sandboxes{Sandboxes: sbs})
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {

@@ -57,6 +57,8 @@ type Run struct {
 	// harness cannot enforce (the run's policy.unenforced event says the
 	// same).
 	PolicyUnenforced []event.UnenforcedRule `json:"policyUnenforced,omitempty"`
+	// Prompt is the prompt the run was started with.
+	Prompt string `json:"prompt,omitempty"`
 }
 
 // RunFrom converts a stored run.
@@ -80,7 +82,7 @@ func RunFrom(r store.Run, lastSeq int64) Run {
 		ID: r.ID, Thread: r.ThreadID, Definition: r.DefinitionID, Harness: r.Harness, Status: string(r.Status),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: opt(r.FinishedAt), DurationMS: dur, Error: r.Error, ExitCode: r.ExitCode,
 		SandboxKey: r.SandboxKey, DetachedSince: opt(r.DetachedSince), CancelRequested: opt(r.CancelRequested),
-		DriverEpoch: r.DriverEpoch, LastSeq: lastSeq, PolicyUnenforced: unenforced,
+		DriverEpoch: r.DriverEpoch, LastSeq: lastSeq, PolicyUnenforced: unenforced, Prompt: r.Prompt,
 	}
 }
 

@@ -250,6 +250,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 		Status: store.RunRunning, JournalNonce: journal.NewNonce(),
 		SandboxKey: def.KeyFor(req.Thread, id, req.Tenant),
 	}
+	rec.Prompt = req.Prompt
 	rec.PolicyUnenforced = policyNotice(h, def, req) // what the harness cannot enforce of the policy, said at start
 	if err := r.store.CreateRun(ctx, rec); err != nil {
 		return store.Run{}, err

@@ -40,16 +40,19 @@ func TestRunListFields(t *testing.T) {
 		byID[r.ID] = r
 	}
 	for _, tc := range []struct {
-		id, status string
-		exit       int
-		finished   bool
-	}{{ok, "completed", 0, true}, {bad, "failed", 3, true}, {held, "running", -1, false}} {
+		id, status, prompt string
+		exit               int
+		finished           bool
+	}{{ok, "completed", "echo fine", 0, true}, {bad, "failed", "echo oops >&2; exit 3", 3, true}, {held, "running", "sleep 30", -1, false}} {
 		r, found := byID[tc.id]
 		if !found {
 			t.Fatalf("run %s is not listed", tc.id)
 		}
 		if r.Harness != "command" || r.Provider != "local" || r.SandboxKey == "" || r.CreatedAt.IsZero() || r.Status != tc.status {
 			t.Errorf("run %s: harness %q provider %q sandbox %q created %v status %q", tc.id, r.Harness, r.Provider, r.SandboxKey, r.CreatedAt, r.Status)
+		}
+		if r.Prompt != tc.prompt {
+			t.Errorf("run %s: prompt %q, want %q (any client shows it)", tc.id, r.Prompt, tc.prompt)
 		}
 		if tc.finished != (r.DurationMS != nil) || tc.finished != (r.ExitCode != nil) {
 			t.Fatalf("run %s (%s): durationMs %v exitCode %v", tc.id, r.Status, r.DurationMS, r.ExitCode)

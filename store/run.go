@@ -103,13 +103,18 @@ type Run struct {
 	// the same policy.unenforced event. Optional: empty when the harness
 	// enforces the whole policy (or there is none).
 	PolicyUnenforced string
+	// Prompt is the prompt the run was started with, as given (a harness
+	// run's instruction; for the command harness, the shell text), so that
+	// any client can show a thread as a conversation. Set at create and
+	// never changed. Optional.
+	Prompt string
 }
 
 // RunPatch changes some fields of a run. Each Opt field is left as it is
 // when zero, stored with Set and cleared with Clear. For the string and time
 // fields, Set of the zero value ("" or the zero time) clears, like Clear.
 // ID, ThreadID, Tenant, DefinitionID, Harness, JournalNonce,
-// PolicyUnenforced and CreatedAt never change; DriverEpoch moves only through ClaimRun; UpdatedAt is set by
+// PolicyUnenforced, Prompt and CreatedAt never change; DriverEpoch moves only through ClaimRun; UpdatedAt is set by
 // the store.
 type RunPatch struct {
 	// Status sets the status. It cannot be cleared (InvalidArgument).

@@ -73,6 +73,7 @@ func testRunCreateGet(t *testing.T, h Harness) {
 		Error: "exit 3", ExitCode: intp(3), JournalNonce: "0123456789abcdef0123456789abcdef",
 		SandboxKey: "sbk", DetachedSince: ms(4), CancelRequested: ms(5), DriverEpoch: 7,
 		PolicyUnenforced: `[{"rule":"default","decision":"ask","reason":"r"}]`,
+		Prompt:           "fix the bug in\nmain.go: «ünïcode» and 'quotes'",
 	}
 	got := createRun(t, s, full)
 	want := full
@@ -94,7 +95,7 @@ func testRunCreateGet(t *testing.T, h Harness) {
 	}
 	if !min.FinishedAt.IsZero() || min.Error != "" || min.ExitCode != nil || min.SandboxKey != "" ||
 		!min.DetachedSince.IsZero() || !min.CancelRequested.IsZero() || min.DriverEpoch != 0 ||
-		min.Tenant != "" || min.Harness != "" || min.DefinitionID != "" || min.JournalNonce != "" || min.PolicyUnenforced != "" {
+		min.Tenant != "" || min.Harness != "" || min.DefinitionID != "" || min.JournalNonce != "" || min.PolicyUnenforced != "" || min.Prompt != "" {
 		t.Errorf("a minimal run reads back with optional fields set: %s", fmtRun(min))
 	}
 	// Exit code 0 is a value.

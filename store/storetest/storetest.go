@@ -118,10 +118,10 @@ func fmtRun(r store.Run) string {
 	if r.ExitCode != nil {
 		exit = fmt.Sprint(*r.ExitCode)
 	}
-	return fmt.Sprintf("{ID:%q ThreadID:%q Tenant:%q DefinitionID:%q Harness:%q Status:%q CreatedAt:%s UpdatedAt:%s FinishedAt:%s Error:%q ExitCode:%s JournalNonce:%q SandboxKey:%q DetachedSince:%s CancelRequested:%s DriverEpoch:%d PolicyUnenforced:%q}",
+	return fmt.Sprintf("{ID:%q ThreadID:%q Tenant:%q DefinitionID:%q Harness:%q Status:%q CreatedAt:%s UpdatedAt:%s FinishedAt:%s Error:%q ExitCode:%s JournalNonce:%q SandboxKey:%q DetachedSince:%s CancelRequested:%s DriverEpoch:%d PolicyUnenforced:%q Prompt:%q}",
 		r.ID, r.ThreadID, r.Tenant, r.DefinitionID, r.Harness, r.Status, fmtTime(r.CreatedAt), fmtTime(r.UpdatedAt),
 		fmtTime(r.FinishedAt), r.Error, exit, r.JournalNonce, r.SandboxKey, fmtTime(r.DetachedSince),
-		fmtTime(r.CancelRequested), r.DriverEpoch, r.PolicyUnenforced)
+		fmtTime(r.CancelRequested), r.DriverEpoch, r.PolicyUnenforced, r.Prompt)
 }
 
 // checkUTCms fails unless tm is in UTC and whole milliseconds.

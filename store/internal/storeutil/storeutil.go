@@ -420,7 +420,7 @@ func ScanInstance(scan func(dest ...any) error) (store.Instance, error) {
 }
 
 // RunColumns are the corral_runs columns ScanRun reads, in order.
-const RunColumns = `id, thread_id, tenant, definition_id, harness, status, created_at, updated_at, finished_at, error, exit_code, journal_nonce, sandbox_key, detached_since, cancel_requested, driver_epoch, policy_unenforced`
+const RunColumns = `id, thread_id, tenant, definition_id, harness, status, created_at, updated_at, finished_at, error, exit_code, journal_nonce, sandbox_key, detached_since, cancel_requested, driver_epoch, policy_unenforced, prompt`
 
 // ScanRun reads a row of RunColumns. NULL reads back as absent, never as a
 // made-up default.
@@ -429,12 +429,12 @@ func ScanRun(scan func(dest ...any) error) (store.Run, error) {
 		r                                                  store.Run
 		status                                             string
 		definition, harness, errMsg, nonce, sandboxKey     *string
-		policyUnenforced                                   *string
+		policyUnenforced, prompt                           *string
 		created, updated                                   int64
 		finished, exitCode, detachedSince, cancelRequested *int64
 	)
 	if err := scan(&r.ID, &r.ThreadID, &r.Tenant, &definition, &harness, &status, &created, &updated,
-		&finished, &errMsg, &exitCode, &nonce, &sandboxKey, &detachedSince, &cancelRequested, &r.DriverEpoch, &policyUnenforced); err != nil {
+		&finished, &errMsg, &exitCode, &nonce, &sandboxKey, &detachedSince, &cancelRequested, &r.DriverEpoch, &policyUnenforced, &prompt); err != nil {
 		return store.Run{}, err
 	}
 	r.Status = store.RunStatus(status)
@@ -450,6 +450,7 @@ func ScanRun(scan func(dest ...any) error) (store.Run, error) {
 	r.DetachedSince = TimeFromNull(detachedSince)
 	r.CancelRequested = TimeFromNull(cancelRequested)
 	r.PolicyUnenforced = StringFromNull(policyUnenforced)
+	r.Prompt = StringFromNull(prompt)
 	return r, nil
 }
 
@@ -462,7 +463,7 @@ func RunValues(r store.Run) []any {
 	return []any{r.ID, r.ThreadID, r.Tenant, NullString(r.DefinitionID), NullString(r.Harness), string(r.Status),
 		MS(r.CreatedAt), MS(r.UpdatedAt), NullMS(r.FinishedAt), NullString(r.Error), exit,
 		NullString(r.JournalNonce), NullString(r.SandboxKey), NullMS(r.DetachedSince),
-		NullMS(r.CancelRequested), r.DriverEpoch, NullString(r.PolicyUnenforced)}
+		NullMS(r.CancelRequested), r.DriverEpoch, NullString(r.PolicyUnenforced), NullString(r.Prompt)}
 }
 
 // InstanceValues are the values of InstanceColumns for an INSERT; created

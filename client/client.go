@@ -283,3 +283,11 @@ func (c *Client) stream(ctx context.Context, id string, after int64, fn func(sto
 	}
 	return false, progressed, sandbox.Wrap(sandbox.Unavailable, "client.events", id, errors.Join(sc.Err(), io.ErrUnexpectedEOF))
 }
+
+// Stderr returns the end (up to 64 KiB) of what a run's agent wrote to its
+// standard error, with the run's secrets redacted.
+func (c *Client) Stderr(ctx context.Context, id string) (string, error) {
+	var out api.Stderr
+	err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/stderr", nil, &out)
+	return out.Stderr, err
+}

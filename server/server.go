@@ -139,6 +139,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/runs/{id}", s.auth(s.getRun))
 	s.mux.HandleFunc("GET /v1/runs/{id}/events", s.auth(s.runEvents))
 	s.mux.HandleFunc("POST /v1/runs/{id}/cancel", s.auth(s.cancelRun))
+	s.mux.HandleFunc("GET /v1/runs/{id}/stderr", s.auth(s.runStderr))
 	s.mux.HandleFunc("POST /v1/runs/{id}/approvals", s.auth(s.answerApproval))
 	s.mux.HandleFunc("GET /v1/threads/{thread}/active", s.auth(s.activeRun))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.listSandboxes))

@@ -420,8 +420,8 @@ func (p *Provider) create(ctx context.Context, op, image string, opts sandbox.Cr
 	}
 	p.log.Debug("docker: sandbox created", "id", name, "container", cid, "image", image)
 	h.userLabels = userLabels
-	for k, v := range opts.Env {
-		h.env[k] = v
+	if err := h.env.Set(opts.Env); err != nil {
+		return fail(err)
 	}
 	return h, nil
 }

@@ -31,18 +31,18 @@ type handle struct {
 	forkImage  string            // for a fork: the image it was made from
 
 	mu        sync.Mutex
-	env       map[string]string // create env, then SetEnv overlays
-	hostPorts map[int]string    // container port -> host port, once looked up
+	env       *execproc.Env  // create env, then SetEnv overlays
+	hostPorts map[int]string // container port -> host port, once looked up
 }
 
 var _ sandbox.Handle = (*handle)(nil)
 
 func (p *Provider) newHandle(id, cid, workdir string, deny bool, user string) *handle {
 	h := &handle{p: p, id: id, cid: cid, workdir: workdir, deny: deny, user: user,
-		userLabels: map[string]string{}, env: map[string]string{}}
+		userLabels: map[string]string{}, env: execproc.NewEnv(nil)}
 	h.fs = execfs.New(h.runFS, execfs.Options{Root: workdir, Provider: Name})
 	h.procs = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: id, Root: workdir,
-		Env: h.envCopy, KillGrace: p.opts.KillGrace, Logger: p.log})
+		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Logger: p.log})
 	return h
 }
 
@@ -69,29 +69,7 @@ func (h *handle) runFS(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecR
 
 // SetEnv merges vars into the environment of every later command. The
 // values live only in this handle.
-func (h *handle) SetEnv(ctx context.Context, vars map[string]string) error {
-	for k := range vars {
-		if err := sandbox.ValidateEnvName(k); err != nil {
-			return err
-		}
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for k, v := range vars {
-		h.env[k] = v
-	}
-	return nil
-}
-
-func (h *handle) envCopy() map[string]string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make(map[string]string, len(h.env))
-	for k, v := range h.env {
-		out[k] = v
-	}
-	return out
-}
+func (h *handle) SetEnv(ctx context.Context, vars map[string]string) error { return h.env.Set(vars) }
 
 // ConnectPort returns http://127.0.0.1:<host port> for a port listed in
 // Options.Ports.
@@ -185,7 +163,7 @@ func (h *handle) Fork(ctx context.Context) (sandbox.Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := sandbox.CreateOptions{Labels: h.userLabels, Env: h.envCopy()}
+	opts := sandbox.CreateOptions{Labels: h.userLabels, Env: h.env.Copy()}
 	if h.deny {
 		opts.Network = sandbox.NetworkDeny
 	}

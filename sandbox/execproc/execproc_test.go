@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -358,5 +359,29 @@ func TestSpawnStdinAndCancel(t *testing.T) {
 	code, err := q.Wait(ctx)
 	if err != nil || code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("cancelled sleep: exit %d, %v; want 143", code, err)
+	}
+}
+
+// TestEnv: the sandbox environment merges SetEnv over the create-time
+// variables, refuses bad names without changing anything, and hands out
+// copies.
+func TestEnv(t *testing.T) {
+	create := map[string]string{"A": "1", "B": "2"}
+	e := execproc.NewEnv(create)
+	create["A"] = "changed by the caller"
+	if err := e.Set(map[string]string{"B": "3", "C": "4"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Set(map[string]string{"D": "5", "BAD=NAME": "x"}); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		t.Fatalf("a bad name: %v, want InvalidArgument", err)
+	}
+	got := e.Copy()
+	got["A"] = "changed by a reader"
+	if want := map[string]string{"A": "1", "B": "3", "C": "4"}; !maps.Equal(e.Copy(), want) {
+		t.Errorf("env = %v, want %v", e.Copy(), want)
+	}
+	var zero execproc.Env
+	if err := zero.Set(map[string]string{"X": "y"}); err != nil || zero.Copy()["X"] != "y" {
+		t.Errorf("the zero Env: %v, %v", err, zero.Copy())
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 
 	"github.com/d10ffeed/corral/provider/cloudhttp"
@@ -25,23 +24,19 @@ type handle struct {
 	fs  sandbox.FS
 	run *execproc.Runner
 
-	mu  sync.Mutex
-	env map[string]string // create env, then SetEnv overlays; never sent at create
+	env *execproc.Env // create env, then SetEnv overlays; never sent at create
 }
 
 var _ sandbox.Handle = (*handle)(nil)
 
 func (p *Provider) newHandle(sb Sandbox, env map[string]string) *handle {
-	h := &handle{p: p, sb: sb, env: map[string]string{}}
-	for k, v := range env {
-		h.env[k] = v
-	}
+	h := &handle{p: p, sb: sb, env: execproc.NewEnv(env)}
 	var kill execproc.KillFunc
 	if p.opts.Kill == KillNativePID {
 		kill = execproc.PIDOnly(h.signal, h.alive)
 	}
 	h.run = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: sb.ID, Root: sb.Root,
-		Env: h.envCopy, KillGrace: p.opts.KillGrace, Kill: kill, Logger: p.log})
+		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Kill: kill, Logger: p.log})
 	h.fs = execfs.New(func(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
 		return h.run.Run(ctx, Name+".fs", cmd.Argv(), cmd.Stdin, "")
 	}, execfs.Options{Root: sb.Root, Provider: Name})
@@ -80,29 +75,7 @@ func (h *handle) ConnectPort(context.Context, int) (sandbox.Endpoint, error) {
 
 // SetEnv merges vars into every later command's environment; the values
 // live only in this handle.
-func (h *handle) SetEnv(_ context.Context, vars map[string]string) error {
-	for k := range vars {
-		if err := sandbox.ValidateEnvName(k); err != nil {
-			return err
-		}
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for k, v := range vars {
-		h.env[k] = v
-	}
-	return nil
-}
-
-func (h *handle) envCopy() map[string]string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make(map[string]string, len(h.env))
-	for k, v := range h.env {
-		out[k] = v
-	}
-	return out
-}
+func (h *handle) SetEnv(_ context.Context, vars map[string]string) error { return h.env.Set(vars) }
 
 // Snapshot is unsupported.
 func (h *handle) Snapshot(context.Context, string) (sandbox.Snapshot, error) {

@@ -27,6 +27,10 @@ type StartRun struct {
 	// Approvals answers approval.requested events of the thread's earlier
 	// runs: approval id → allowed.
 	Approvals map[string]bool `json:"approvals,omitempty"`
+	// MCPServers are MCP servers for this run only, besides the
+	// definition's (names unique across both; ${secret:NAME} references
+	// name the definition's secrets).
+	MCPServers []sandbox.MCPServer `json:"mcpServers,omitempty"`
 }
 
 // Run is a run as the API shows it (its journal nonce stays private).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -180,6 +181,7 @@ func (d *driver) startAgent() error {
 	if ws != nil {
 		scripts, mcp = ws.Scripts, ws.MCPServers
 	}
+	mcp = append(slices.Clip(mcp), d.start.MCPServers...) // the run's own, validated at Start
 	inv, err := d.h.Prepare(d.ctx, d.handle, harness.Request{
 		Run:    harness.Run{RunID: d.run.ID, ThreadID: d.run.ThreadID},
 		Prompt: d.start.Prompt, Args: d.start.Args, Env: d.start.Env,

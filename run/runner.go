@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -196,6 +197,11 @@ type StartRequest struct {
 	// Options key "approvals" (the JSON the harnesses once decoded each on
 	// their own) is refused with InvalidArgument.
 	Approvals map[string]bool
+	// MCPServers are MCP servers for this run only, besides the
+	// definition's workspace servers (same rules: names unique across both,
+	// secret references only in header and environment values, naming
+	// workspace secrets). They are not part of the sandbox key.
+	MCPServers []sandbox.MCPServer
 }
 
 // ValidRunID reports whether id may name a run (StartRequest.ID).
@@ -236,6 +242,17 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 		return store.Run{}, err
 	}
 	req.Approvals = approvals
+	if len(req.MCPServers) > 0 {
+		var all []sandbox.MCPServer
+		if def.Workspace != nil {
+			all = slices.Clone(def.Workspace.MCPServers)
+		}
+		all = append(all, req.MCPServers...)
+		if err := sandbox.ValidateMCPServers(all, def.Workspace.SecretsOrEmpty()); err != nil {
+			return store.Run{}, err
+		}
+		req.MCPServers = slices.Clone(req.MCPServers)
+	}
 	if req.Thread == "" {
 		req.Thread = NewID("thread")
 	}

@@ -57,7 +57,7 @@ func (h *handle) start(ctx context.Context, op string, cmd sandbox.Command, with
 	}
 	env := h.environ(cmd.Env)
 	argv := cmd.Argv()
-	prog, lookErr := lookPath(argv[0], env)
+	prog, lookErr := LookPath(argv[0], env)
 
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
@@ -323,8 +323,10 @@ func (h *handle) environ(cmdEnv map[string]string) []string {
 	return env
 }
 
-// lookPath finds prog on the PATH of env (not of the corral process).
-func lookPath(prog string, env []string) (string, error) {
+// LookPath finds prog on the PATH of env (KEY=VALUE entries), not on the
+// PATH of the corral process as exec.LookPath would: a program named with
+// a slash is returned as it is; a missing one is exec.ErrNotFound.
+func LookPath(prog string, env []string) (string, error) {
 	if strings.Contains(prog, "/") {
 		return prog, nil
 	}

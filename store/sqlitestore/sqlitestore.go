@@ -114,7 +114,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	db.SetConnMaxIdleTime(0)
 	s := &Store{db: db, path: abs, log: log}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()

@@ -15,22 +15,12 @@ import (
 	"github.com/d10ffeed/corral/provider/internal/fakecloud"
 )
 
-// alive reports whether pid is a live (non-zombie) process on the host.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
-}
 
 // waitDead waits (a hang guard, not a verdict on time) for pid to die.
 func waitDead(t *testing.T, pid int) bool {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for alive(pid) {
+	for fakecloud.Alive(pid) {
 		if time.Now().After(deadline) {
 			return false
 		}
@@ -53,7 +43,7 @@ func tree(t *testing.T, sb *fakecloud.Sandbox) (*fakecloud.Proc, int) {
 		t.Fatal(err)
 	}
 	gpid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil || !alive(gpid) {
+	if err != nil || !fakecloud.Alive(gpid) {
 		t.Fatalf("grandchild pid %q: %v", line, err)
 	}
 	return p, gpid
@@ -100,7 +90,7 @@ func TestKillModes(t *testing.T) {
 			if tc.grandchildDie {
 				survived = !waitDead(t, gpid)
 			} else {
-				survived = alive(gpid)
+				survived = fakecloud.Alive(gpid)
 			}
 			if survived == tc.grandchildDie {
 				t.Fatalf("grandchild survived=%v, want %v", survived, !tc.grandchildDie)

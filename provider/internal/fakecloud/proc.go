@@ -111,7 +111,7 @@ func (sb *Sandbox) Start(spec Spec) (*Proc, error) {
 			return nil, err
 		}
 	}
-	prog, lookErr := lookPath(spec.Argv[0], env)
+	prog, lookErr := local.LookPath(spec.Argv[0], env)
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if sb.gone {
@@ -279,26 +279,4 @@ func closeFiles(fs ...*os.File) {
 			_ = f.Close()
 		}
 	}
-}
-
-func lookPath(prog string, env []string) (string, error) {
-	if strings.Contains(prog, "/") {
-		return prog, nil
-	}
-	pathEnv := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathEnv = v
-		}
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			dir = "."
-		}
-		f := filepath.Join(dir, prog)
-		if fi, err := os.Stat(f); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return f, nil
-		}
-	}
-	return "", exec.ErrNotFound
 }

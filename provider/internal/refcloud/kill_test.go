@@ -17,17 +17,6 @@ import (
 	"github.com/d10ffeed/corral/sandbox/sandboxtest"
 )
 
-// alive reports whether pid is a live (non-zombie) host process: the
-// fake's sandboxes are host processes, so the test can look.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
-}
 
 // TestKillStrategies kills a shell with a backgrounded grandchild through
 // the provider, against a backend whose native kill reaches one pid (as
@@ -61,23 +50,23 @@ func TestKillStrategies(t *testing.T) {
 				t.Fatal(err)
 			}
 			gpid, _ := strconv.Atoi(strings.TrimSpace(line))
-			if !alive(gpid) {
+			if !fakecloud.Alive(gpid) {
 				t.Fatalf("grandchild %q is not running", line)
 			}
 			if err := pr.Kill(ctx, 0); err != nil {
 				t.Fatalf("Kill: %v", err)
 			}
-			leader := alive(pr.PID())
-			survived := alive(gpid)
+			leader := fakecloud.Alive(pr.PID())
+			survived := fakecloud.Alive(gpid)
 			if err := h.Destroy(ctx); err != nil {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(20 * time.Second) // hang guard
-			for alive(gpid) && time.Now().Before(deadline) {
+			for fakecloud.Alive(gpid) && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			left := 0
-			if alive(gpid) {
+			if fakecloud.Alive(gpid) {
 				left = 1
 			}
 			t.Logf("%s kill on a pid-only backend: leader alive after Kill %v, backgrounded grandchild survived %v; after Destroy %d left (killableProcesses=%v)",
@@ -159,10 +148,10 @@ func TestKillOnDisconnect(t *testing.T) {
 			gpid, _ := strconv.Atoi(strings.TrimSpace(line))
 			n, rerr := io.Copy(io.Discard, out)          // ends when the socket drops
 			deadline := time.Now().Add(20 * time.Second) // hang guard
-			for !tc.survives && alive(gpid) && time.Now().Before(deadline) {
+			for !tc.survives && fakecloud.Alive(gpid) && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
-			survived := alive(gpid)
+			survived := fakecloud.Alive(gpid)
 			t.Logf("%s: stream dropped after %d bytes read (%v; %d dropped by the fault); backgrounded grandchild survived the disconnect: %v",
 				tc.mode, n+int64(len(line)), rerr, f.Drops(), survived)
 			if f.Drops() != 1 || rerr == nil || survived != tc.survives {

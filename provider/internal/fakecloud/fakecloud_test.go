@@ -15,7 +15,6 @@ import (
 	"github.com/d10ffeed/corral/provider/internal/fakecloud"
 )
 
-
 // waitDead waits (a hang guard, not a verdict on time) for pid to die.
 func waitDead(t *testing.T, pid int) bool {
 	t.Helper()

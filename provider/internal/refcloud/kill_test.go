@@ -17,7 +17,6 @@ import (
 	"github.com/d10ffeed/corral/sandbox/sandboxtest"
 )
 
-
 // TestKillStrategies kills a shell with a backgrounded grandchild through
 // the provider, against a backend whose native kill reaches one pid (as
 // E2B's envd): execproc.PIDOnly over the signal endpoint leaves the

@@ -2,7 +2,7 @@
 // built on corral's provider kit (provider/cloudhttp for the wire,
 // sandbox/execproc for processes, sandbox/execfs for files), speaking the
 // loopback protocol below to the fake in refcloud/fake (made with
-// provider/internal/fakecloud). It proves the kit: the conformance suites
+// internal/fakecloud). It proves the kit: the conformance suites
 // and the fault cases run against it across the network. It is not a
 // backend anyone runs and it is not registered in the CLI's registry.
 //

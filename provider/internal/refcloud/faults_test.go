@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/journal"
-	"github.com/d10ffeed/corral/provider/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/fakecloud"
 	"github.com/d10ffeed/corral/provider/internal/refcloud"
 	"github.com/d10ffeed/corral/sandbox"
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/d10ffeed/corral/provider/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/fakecloud"
 	"github.com/d10ffeed/corral/provider/internal/refcloud"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/sandboxtest"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/d10ffeed/corral/provider/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/fakecloud"
 	"github.com/d10ffeed/corral/provider/internal/refcloud"
 	"github.com/d10ffeed/corral/provider/internal/refcloud/fake"
 )

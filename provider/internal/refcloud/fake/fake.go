@@ -1,5 +1,5 @@
 // Package fake is the loopback backend of the reference provider
-// (provider/internal/refcloud), built from provider/internal/fakecloud:
+// (provider/internal/refcloud), built from internal/fakecloud:
 // the protocol the refcloud package doc describes, on the kit's server,
 // sandboxes and processes. Routes (for faults and counts) are named
 // create, get, list, delete, process, signal and exec.
@@ -20,7 +20,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/d10ffeed/corral/provider/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/fakecloud"
 	"github.com/d10ffeed/corral/provider/internal/refcloud"
 )
 

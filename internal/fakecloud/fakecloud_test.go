@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/d10ffeed/corral/provider/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/fakecloud"
 )
 
 // waitDead waits (a hang guard, not a verdict on time) for pid to die.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/d10ffeed/corral/journal"
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/journal"
 	"github.com/d10ffeed/corral/provider/internal/refcloud"
 	"github.com/d10ffeed/corral/sandbox"
 )

@@ -82,6 +82,12 @@ type Request struct {
 	// sandbox never holds, so an agent that writes the answers file cannot
 	// approve its own requests. Empty: no live answer is accepted.
 	AnswerKey []byte
+	// Journal is the path of the run's journal inside the sandbox. A
+	// harness's helper in the sandbox (the claudecode permission tool)
+	// may append whole lines to it, each in one O_APPEND write, while the
+	// agent runs, for the translator to read with the agent's own lines.
+	// Empty: no such lines.
+	Journal string
 	// WorkspaceRoot is the real path of the workspace inside the sandbox
 	// (the handle's WorkspaceRoot): the cwd a CLI must be told when it takes
 	// one.

@@ -190,7 +190,7 @@ func (d *driver) startAgent() error {
 		Secrets:   d.secrets(), Policy: d.def.Policy, Scripts: scripts,
 		Session:    d.r.previousSession(d.ctx, d.run),
 		SkillRoots: ws.SkillRoots(), MCPServers: mcp,
-		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files,
+		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files, Journal: paths.Journal,
 	})
 	if err != nil {
 		return err

@@ -65,6 +65,12 @@ type line struct {
 	Type            string          `json:"type"`
 	Subtype         string          `json:"subtype"`
 	SessionID       string          `json:"session_id"`
+	ApprovalID      string          `json:"approval_id"` // corral approval lines (approve.js)
+	Kind            string          `json:"kind"`
+	Target          string          `json:"target"`
+	Wait            string          `json:"wait"`
+	Allowed         bool            `json:"allowed"`
+	By              string          `json:"by"`
 	ParentToolUseID *string         `json:"parent_tool_use_id"`
 	Event           json.RawMessage `json:"event"`
 	Message         json.RawMessage `json:"message"`
@@ -136,9 +142,7 @@ func (t *translator) Line(raw []byte) []event.Event {
 			return []event.Event{event.CustomEvent(event.SessionStarted, event.Session{ID: l.SessionID})}
 		}
 	case "corral":
-		if l.Subtype == "resume_failed" && l.SessionID != "" {
-			return []event.Event{event.CustomEvent(ResumeFailed, event.Session{ID: l.SessionID})}
-		}
+		return t.corral(l, raw)
 	case "stream_event":
 		var se streamEvent
 		if json.Unmarshal(l.Event, &se) != nil {
@@ -157,6 +161,38 @@ func (t *translator) Line(raw []byte) []event.Event {
 		t.result = &r
 		out := t.closeBlocks()
 		return append(out, t.interruptCalls()...)
+	}
+	return nil
+}
+
+// corral translates the lines corral itself adds to the journal: the
+// command's resume_failed note, and the permission tool's approval lines
+// (approve.js, live answers) — a request that waits, how it was settled,
+// and answers it refused.
+func (t *translator) corral(l line, raw []byte) []event.Event {
+	switch l.Subtype {
+	case "resume_failed":
+		if l.SessionID != "" {
+			return []event.Event{event.CustomEvent(ResumeFailed, event.Session{ID: l.SessionID})}
+		}
+	case "approval_waiting":
+		if l.ApprovalID != "" {
+			return []event.Event{
+				event.CustomEvent(event.ApprovalRequested, event.Approval{ID: l.ApprovalID, Kind: l.Kind, Target: l.Target, Title: l.Kind + ": " + l.Target}),
+				event.CustomEvent(event.ApprovalWaiting, map[string]string{"approvalId": l.ApprovalID, "wait": l.Wait}),
+			}
+		}
+	case "approval_answered":
+		if l.ApprovalID != "" {
+			return []event.Event{event.CustomEvent(event.ApprovalAnswered, event.ApprovalAnswer{ApprovalID: l.ApprovalID, Allowed: l.Allowed, By: l.By})}
+		}
+	case "approval_warning":
+		var w struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(raw, &w) == nil && w.Message != "" {
+			return []event.Event{event.CustomEvent(EventWarning, map[string]string{"message": w.Message})}
+		}
 	}
 	return nil
 }

@@ -176,3 +176,131 @@ func TestRealClaudeLiveApproval(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestRealClaudeLiveApprovalSurvivesTheDriver: the permission tool waits
+// inside the sandbox, under the journal wrapper, so a request pending when
+// the driving runner goes away (it closes, dropping its driver and lease,
+// as the takeover tests do) is still pending: another runner on the same
+// store (another replica) answers it and takes the run over, and the same
+// turn finishes with the allowed command run once, every event delivered
+// once. The answer comes before the takeover or after it.
+func TestRealClaudeLiveApprovalSurvivesTheDriver(t *testing.T) {
+	bin := testutil.AgentBin(t, "claude")
+	const cmd = "echo ran >> ran.txt"
+	id := sandbox.ApprovalID(claudecode.Name, sandbox.ApproveCommand, cmd)
+	for _, c := range []struct {
+		name        string
+		answerFirst bool
+	}{{"answered, then taken over", true}, {"taken over, then answered", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := fakemodel.New(t, fakemodel.Script{Turns: []fakemodel.Turn{{Command: cmd}, {Text: "done"}}})
+			p, err := local.New(local.Options{BaseDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			secrets, _ := sandbox.NewSecrets(map[string]string{claudecode.APIKeySecret: "sk-ant-fake-key"})
+			def := &sandbox.Definition{
+				ID: "claude", Provider: p,
+				Workspace: &sandbox.Workspace{Source: &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hi\n"})}, Secrets: secrets},
+				Policy:    &sandbox.Policy{Commands: sandbox.CommandRules{Ask: []string{"echo *"}}, Default: sandbox.Deny},
+			}
+			st := memstore.New(memstore.Options{})
+			t.Cleanup(func() { st.Close() })
+			journals := t.TempDir()
+			newRunner := func() *run.Runner {
+				r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{claudecode.Harness{}}, run.Options{
+					PollInterval: 50 * time.Millisecond, JournalDir: journals, LeaseTTL: 2 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = r.Close(context.Background()) })
+				return r
+			}
+			a, b := newRunner(), newRunner()
+			ctx := testCtx(t)
+			rec, err := a.Start(ctx, run.StartRequest{Definition: "claude", Thread: "th", Harness: claudecode.Name, Prompt: "run it", Env: quietEnv(t),
+				Options: map[string]string{"executable": bin, "baseURL": srv.URL, claudecode.OptApprovalWait: "2m", claudecode.OptAnswerPoll: "50ms"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Follow until the request waits, then the driving runner goes.
+			fctx, stop := context.WithCancel(ctx)
+			_ = a.Follow(fctx, rec.ID, 0, func(e store.Event) error {
+				if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.Custom && ev.Name == event.ApprovalWaiting {
+					stop()
+				}
+				return nil
+			})
+			stop()
+			if ctx.Err() != nil {
+				t.Fatal("the request never waited")
+			}
+			if err := a.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mid, _, _ := st.GetRun(ctx, rec.ID)
+			if mid.Status.Terminal() {
+				t.Fatalf("the run ended with its driver: %s", mid.Status)
+			}
+			answered := false
+			answer := func() {
+				if err := b.Answer(ctx, rec.ID, id, true); err != nil {
+					t.Fatalf("answering through the other runner: %v", err)
+				}
+				answered = true
+			}
+			if c.answerFirst {
+				answer()
+			}
+			var seqs []int64
+			if err := b.Attach(ctx, rec.ID, 0, func(e store.Event) error {
+				seqs = append(seqs, e.Seq)
+				if !answered {
+					if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.Custom && ev.Name == event.ApprovalWaiting {
+						answer()
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Wait(ctx, rec.ID); err != nil {
+				t.Fatal(err)
+			}
+			stored, err := st.ReadEvents(ctx, rec.ID, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts := map[string]int{}
+			var patch string
+			for i, e := range stored {
+				if e.Seq != int64(i+1) || (i < len(seqs) && seqs[i] != e.Seq) {
+					t.Fatalf("event %d has seq %d (delivered %v)", i+1, e.Seq, seqs)
+				}
+				ev, _ := event.Unmarshal(e.Data)
+				k := string(ev.Type)
+				if ev.Type == event.Custom {
+					k = ev.Name
+				}
+				counts[k]++
+				if ev.Type == event.Custom && ev.Name == event.FileChanged {
+					var fc event.FileChange
+					_ = json.Unmarshal(ev.Value, &fc)
+					if fc.ToolCallID == "" {
+						patch = fc.Patch
+					}
+				}
+			}
+			final, _, _ := st.GetRun(ctx, rec.ID)
+			ranLines := strings.Count(patch, "\n+ran")
+			if final.Status != store.RunCompleted || final.DriverEpoch < 2 || len(seqs) != len(stored) || ranLines != 1 ||
+				counts[event.ApprovalRequested] != 1 || counts[event.ApprovalWaiting] != 1 || counts[event.ApprovalAnswered] != 1 ||
+				counts[string(event.ToolCallResult)] != 1 || counts[string(event.RunFinished)] != 1 {
+				t.Errorf("status %s epoch %d, delivered %d of %d stored, command ran %d time(s), counts %v, patch %q",
+					final.Status, final.DriverEpoch, len(seqs), len(stored), ranLines, counts, patch)
+			}
+			t.Logf("%s: driver closed while the request waited; answered through the other runner; %d events delivered of %d stored, each once; command ran %d time(s); run %s at epoch %d",
+				c.name, len(seqs), len(stored), ranLines, final.Status, final.DriverEpoch)
+		})
+	}
+}

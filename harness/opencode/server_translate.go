@@ -301,6 +301,7 @@ func (t *serverTranslator) tool(p *serverPart) []event.Event {
 	if status == "completed" || status == "error" {
 		c.resolved = true
 		out = append(out, toolResult(c.id, t.ids.Next("result"), c.name, &p.part))
+		out = append(out, fileChange(c.id, c.name, &p.part)...)
 	}
 	return out
 }

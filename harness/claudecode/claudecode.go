@@ -273,7 +273,11 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		}
 	}
 	pm := planPermissions(req.Policy, withTool)
-	if mode := opt("permissionMode"); mode != "" {
+	mode, err := permissionMode(req)
+	if err != nil {
+		return harness.Invocation{}, err
+	}
+	if mode != "" {
 		if !validModes[mode] {
 			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown permission mode %q", mode)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"path"
+	"sort"
 	"strings"
 	"time"
 
@@ -71,4 +72,38 @@ func prepareLive(ctx context.Context, h sandbox.Handle, req harness.Request, wai
 		return liveWait{}, sandbox.Wrap(sandbox.Internal, "claudecode.prepare", key, err)
 	}
 	return liveWait{wait: wait, poll: poll, answers: path.Join(req.RunDir, harness.AnswersFile), key: key, journal: req.Journal}, nil
+}
+
+// CheckMode accepts Claude Code's permission modes (the run's mode is
+// --permission-mode, as option permissionMode; bypassPermissions is
+// still refused at Prepare while the policy guards anything).
+func (Harness) CheckMode(mode string) error {
+	if !validModes[mode] {
+		return sandbox.Errorf(sandbox.InvalidArgument, "claudecode.mode", mode, "the %s harness has no mode %q (its modes are Claude Code's permission modes: %s)", Name, mode, strings.Join(modeNames(), ", "))
+	}
+	return nil
+}
+
+var _ harness.Moder = Harness{}
+
+func modeNames() []string {
+	out := make([]string, 0, len(validModes))
+	for m := range validModes {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// permissionMode is the run's mode (Request.Mode) or option
+// permissionMode; both set, they must agree.
+func permissionMode(req harness.Request) (string, error) {
+	opt := strings.TrimSpace(req.Options["permissionMode"])
+	switch {
+	case req.Mode == "":
+		return opt, nil
+	case opt != "" && opt != req.Mode:
+		return "", sandbox.Errorf(sandbox.InvalidArgument, "claudecode.prepare", req.RunID, "mode %q and option permissionMode %q disagree", req.Mode, opt)
+	}
+	return req.Mode, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"path"
+	"regexp"
 	"strings"
 	"time"
 
@@ -74,3 +75,16 @@ func prepareLive(ctx context.Context, h sandbox.Handle, req harness.Request, wai
 	return &clientLive{Wait: wait.Milliseconds(), WaitText: wait.String(), Poll: poll.Milliseconds(),
 		Answers: path.Join(req.RunDir, harness.AnswersFile), KeyFile: key}, nil
 }
+
+var agentRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// CheckMode accepts an OpenCode agent name (the run's mode): "build",
+// "plan" or an agent the project defines.
+func (Harness) CheckMode(mode string) error {
+	if !agentRE.MatchString(mode) {
+		return sandbox.Errorf(sandbox.InvalidArgument, "harness.opencode", mode, "the %s harness's mode is an OpenCode agent name (build, plan, or one the project defines), not %q", Name, mode)
+	}
+	return nil
+}
+
+var _ harness.Moder = Harness{}

@@ -142,6 +142,10 @@
 //   - "answerPoll" (a Go duration, default 250ms): how often a waiting
 //     client reads the answers file.
 //
+// The run's mode (Request.Mode) is OpenCode's agent: its built-in "build"
+// (the default) and "plan", or one the project defines; `--agent NAME` in
+// run mode, the prompt's agent in server mode.
+//
 // # Policy mapping
 //
 // OpenCode evaluates its rules last-match-wins per permission, and splits a
@@ -236,6 +240,11 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	if mode != ModeRun && mode != ModeServer {
 		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "option mode: want %q or %q, not %q", ModeRun, ModeServer, mode)
 	}
+	if req.Mode != "" {
+		if err := (Harness{}).CheckMode(req.Mode); err != nil {
+			return harness.Invocation{}, err
+		}
+	}
 	wait, poll, err := liveOptions(req, mode)
 	if err != nil {
 		return harness.Invocation{}, err
@@ -308,6 +317,9 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	}
 	if sessionIDRE.MatchString(req.Session) {
 		args = append(args, "-s", req.Session)
+	}
+	if req.Mode != "" {
+		args = append(args, "--agent", req.Mode)
 	}
 	args = append(args, req.Args...)
 	return finishInvocation(req, auth, args, env)

@@ -29,6 +29,7 @@ type clientConfig struct {
 	Args       []string     `json:"args"`
 	Model      *clientModel `json:"model,omitempty"`
 	Session    string       `json:"session,omitempty"`
+	Agent      string       `json:"agent,omitempty"` // the run's mode: the prompt's agent
 	Directory  string       `json:"directory,omitempty"`
 	Policy     clientPolicy `json:"policy"`
 	Live       *clientLive  `json:"live,omitempty"`
@@ -90,6 +91,7 @@ func prepareServer(ctx context.Context, h sandbox.Handle, req harness.Request, e
 	if sessionIDRE.MatchString(req.Session) {
 		cfg.Session = req.Session
 	}
+	cfg.Agent = req.Mode
 	if cfg.Live, err = prepareLive(ctx, h, req, wait, poll); err != nil {
 		return nil, err
 	}

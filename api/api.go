@@ -16,14 +16,18 @@ import (
 
 // StartRun is the body of POST /v1/runs.
 type StartRun struct {
-	Definition string            `json:"definition,omitempty"` // default: the daemon's only (or "default") definition
-	Thread     string            `json:"thread,omitempty"`     // default: a new thread
-	Harness    string            `json:"harness,omitempty"`    // default: "command"
-	Prompt     string            `json:"prompt,omitempty"`
-	Args       []string          `json:"args,omitempty"`
-	Model      string            `json:"model,omitempty"`
-	Auth       string            `json:"auth,omitempty"`
-	Options    map[string]string `json:"options,omitempty"`
+	Definition string   `json:"definition,omitempty"` // default: the daemon's only (or "default") definition
+	Thread     string   `json:"thread,omitempty"`     // default: a new thread
+	Harness    string   `json:"harness,omitempty"`    // default: "command"
+	Prompt     string   `json:"prompt,omitempty"`
+	Args       []string `json:"args,omitempty"`
+	Model      string   `json:"model,omitempty"`
+	// Mode is the agent's mode: Claude Code's permission mode (plan,
+	// acceptEdits, …), OpenCode's agent (build, plan), an ACP session mode.
+	// A harness without modes refuses one (400 naming it).
+	Mode    string            `json:"mode,omitempty"`
+	Auth    string            `json:"auth,omitempty"`
+	Options map[string]string `json:"options,omitempty"`
 	// Approvals answers approval.requested events of the thread's earlier
 	// runs: approval id → allowed.
 	Approvals map[string]bool `json:"approvals,omitempty"`

@@ -138,6 +138,11 @@ type FileChange struct {
 	Patch     string   `json:"patch"`
 	Files     []string `json:"files"`
 	Truncated bool     `json:"truncated,omitempty"`
+	// ToolCallID names the tool call that edited Files when the event
+	// comes from a harness's translator (one per editing call, Patch
+	// empty); empty on the run's final diff, which the runner emits from
+	// the wrapper's diff.
+	ToolCallID string `json:"toolCallId,omitempty"`
 }
 
 // Session is the value of a session.started event.

@@ -38,8 +38,8 @@ func AnswerMAC(key []byte, id string, allow bool) string {
 }
 
 // LiveApprover is implemented by harnesses that can hold an approval
-// request open while the turn waits for a person (the acp harness, with
-// its approvalWait option): answers appended to AnswersFile reach the
+// request open while the turn waits for a person (acp, claude-code and
+// opencode's server mode, with their approvalWait option): answers appended to AnswersFile reach the
 // waiting turn. The runner answers live only for these.
 type LiveApprover interface {
 	// AnswersLive reports whether the harness reads AnswersFile while a

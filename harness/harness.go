@@ -56,6 +56,11 @@ type Request struct {
 	Env map[string]string
 	// Model names the model; empty means the CLI's default.
 	Model string
+	// Mode is the agent's mode for the run (Claude Code's permission mode,
+	// OpenCode's agent, an ACP session mode); empty means its default. Only
+	// harnesses that implement Moder take one; run.Start refuses it for the
+	// others.
+	Mode string
 	// Auth is the auth mode; empty means AuthAPIKey.
 	Auth Auth
 	// Secrets are the workspace's secrets (for AuthAPIKey and MCP config).
@@ -82,6 +87,12 @@ type Request struct {
 	// sandbox never holds, so an agent that writes the answers file cannot
 	// approve its own requests. Empty: no live answer is accepted.
 	AnswerKey []byte
+	// Journal is the path of the run's journal inside the sandbox. A
+	// harness's helper in the sandbox (the claudecode permission tool)
+	// may append whole lines to it, each in one O_APPEND write, while the
+	// agent runs, for the translator to read with the agent's own lines.
+	// Empty: no such lines.
+	Journal string
 	// WorkspaceRoot is the real path of the workspace inside the sandbox
 	// (the handle's WorkspaceRoot): the cwd a CLI must be told when it takes
 	// one.
@@ -172,6 +183,27 @@ func WriteFile(ctx context.Context, h sandbox.Handle, path string, data []byte, 
 		return sandbox.Errorf(sandbox.Internal, "harness.write", path, "writing exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	return nil
+}
+
+// Moder is implemented by harnesses whose agent can run in a mode chosen
+// per run (Request.Mode).
+type Moder interface {
+	// CheckMode returns nil when the harness can run its agent in mode,
+	// else an InvalidArgument error that names the harness and its modes.
+	CheckMode(mode string) error
+}
+
+// CheckMode checks a run's mode against h: empty is always fine; a harness
+// without modes refuses any (InvalidArgument naming it).
+func CheckMode(h Harness, mode string) error {
+	if mode == "" {
+		return nil
+	}
+	m, ok := h.(Moder)
+	if !ok {
+		return sandbox.Errorf(sandbox.InvalidArgument, "harness.mode", h.Name(), "the %s harness has no agent mode (mode %q)", h.Name(), mode)
+	}
+	return m.CheckMode(mode)
 }
 
 // Installer is implemented by harnesses whose agent CLI must be present in

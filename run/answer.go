@@ -12,8 +12,8 @@ import (
 )
 
 // Answer answers an approval request of a run whose turn is still live
-// and waits for it (a harness.LiveApprover: the acp harness with its
-// approvalWait option). Any process with the run's store and definitions
+// and waits for it (a harness.LiveApprover with its approvalWait option:
+// acp, claude-code, opencode in server mode). Any process with the run's store and definitions
 // can answer, whichever process drives the run: the answer is appended to
 // the run's harness.AnswersFile in its sandbox, which the waiting client
 // reads. A request nobody waits for any more (it was decided by its

@@ -185,12 +185,12 @@ func (d *driver) startAgent() error {
 	inv, err := d.h.Prepare(d.ctx, d.handle, harness.Request{
 		Run:    harness.Run{RunID: d.run.ID, ThreadID: d.run.ThreadID},
 		Prompt: d.start.Prompt, Args: d.start.Args, Env: d.start.Env,
-		Model: d.start.Model, Auth: d.start.Auth, Options: d.start.Options, Approvals: d.start.Approvals,
+		Model: d.start.Model, Mode: d.start.Mode, Auth: d.start.Auth, Options: d.start.Options, Approvals: d.start.Approvals,
 		AnswerKey: answerKey(d.run),
 		Secrets:   d.secrets(), Policy: d.def.Policy, Scripts: scripts,
 		Session:    d.r.previousSession(d.ctx, d.run),
 		SkillRoots: ws.SkillRoots(), MCPServers: mcp,
-		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files,
+		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files, Journal: paths.Journal,
 	})
 	if err != nil {
 		return err

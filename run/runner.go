@@ -189,8 +189,12 @@ type StartRequest struct {
 	Args       []string
 	Env        map[string]string
 	Model      string
-	Auth       harness.Auth
-	Options    map[string]string
+	// Mode is the agent's mode (harness.Request.Mode): Claude Code's
+	// permission mode, OpenCode's agent, an ACP session mode. A harness
+	// without modes (harness.Moder) refuses one with InvalidArgument.
+	Mode    string
+	Auth    harness.Auth
+	Options map[string]string
 	// Approvals answers approval.requested events of the thread's earlier
 	// runs: approval id (sandbox.ApprovalID) → allowed. The harness gets
 	// them as harness.Request.Approvals. They are given here only: an
@@ -236,6 +240,9 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 	h, ok := r.harnesses[req.Harness]
 	if !ok {
 		return store.Run{}, sandbox.Errorf(sandbox.InvalidArgument, "run.start", req.Harness, "unknown harness")
+	}
+	if err := harness.CheckMode(h, req.Mode); err != nil {
+		return store.Run{}, err
 	}
 	approvals, err := checkApprovals(req.Options, req.Approvals)
 	if err != nil {

@@ -46,6 +46,7 @@ type AGUIProps struct {
 	Harness    string            `json:"harness,omitempty"`
 	Args       []string          `json:"args,omitempty"`
 	Model      string            `json:"model,omitempty"`
+	Mode       string            `json:"mode,omitempty"`
 	Auth       string            `json:"auth,omitempty"`
 	Options    map[string]string `json:"options,omitempty"`
 }
@@ -67,7 +68,7 @@ func isAGUIInput(body []byte) bool {
 
 // fromAGUI maps a RunAgentInput to a StartRun and the run id the client
 // chose: threadId → thread, the last user message → prompt,
-// forwardedProps → definition, harness, args, model, auth and options,
+// forwardedProps → definition, harness, args, model, mode, auth and options,
 // resume → approvals (resolved allows unless its payload is false or has
 // "allow": false; cancelled denies).
 func fromAGUI(body []byte) (api.StartRun, string, error) {
@@ -92,11 +93,11 @@ func fromAGUI(body []byte) (api.StartRun, string, error) {
 		dec := json.NewDecoder(bytes.NewReader(p))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&props); err != nil {
-			return api.StartRun{}, "", badRequest("RunAgentInput.forwardedProps: %v (corral reads definition, harness, args, model, auth, options)", err)
+			return api.StartRun{}, "", badRequest("RunAgentInput.forwardedProps: %v (corral reads definition, harness, args, model, mode, auth, options)", err)
 		}
 	}
 	req := api.StartRun{Definition: props.Definition, Thread: in.ThreadID, Harness: props.Harness, Args: props.Args,
-		Model: props.Model, Auth: props.Auth, Options: props.Options}
+		Model: props.Model, Mode: props.Mode, Auth: props.Auth, Options: props.Options}
 	for i := len(in.Messages) - 1; i >= 0; i-- {
 		if in.Messages[i].Role == "user" {
 			text, err := messageText(in.Messages[i].Content)

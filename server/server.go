@@ -235,7 +235,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	}
 	rec, err := s.opts.Runner.Start(context.WithoutCancel(r.Context()), run.StartRequest{
 		ID: runID, Definition: req.Definition, Thread: req.Thread, Tenant: tenantOf(r), Harness: req.Harness,
-		Prompt: req.Prompt, Args: req.Args, Model: req.Model, Auth: harness.Auth(req.Auth), Options: req.Options, Approvals: req.Approvals, MCPServers: req.MCPServers,
+		Prompt: req.Prompt, Args: req.Args, Model: req.Model, Mode: req.Mode, Auth: harness.Auth(req.Auth), Options: req.Options, Approvals: req.Approvals, MCPServers: req.MCPServers,
 	})
 	if err != nil {
 		s.fail(w, r, err)

@@ -29,6 +29,7 @@ func newRunCmd() *cobra.Command {
 		detach  bool
 		hname   string
 		model   string
+		mode    string
 		auth    string
 		options []string
 		approve []string
@@ -45,6 +46,7 @@ exits with the command's exit code.`,
 		Example: `  corral run -- sh -c 'for i in $(seq 1 50); do echo $i; sleep 0.1; done'
   corral run --thread t1 --detach -- make test
   corral run --thread t1 --harness claude-code --model claude-sonnet-4-5 "fix the failing test"
+  corral run --thread t1 --harness claude-code --mode plan "how would you fix the failing test?"
   corral run --harness "acp:my-agent --acp" "summarize the repository"
   corral run --thread t1 --harness opencode --approve "opencode:command:npm publish" "go ahead"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -52,7 +54,7 @@ exits with the command's exit code.`,
 			if err != nil {
 				return err
 			}
-			req := run.StartRequest{Thread: thread, Tenant: sf.tenant, Harness: h.Name(), Model: model, Auth: harness.Auth(auth)}
+			req := run.StartRequest{Thread: thread, Tenant: sf.tenant, Harness: h.Name(), Model: model, Mode: mode, Auth: harness.Auth(auth)}
 			switch {
 			case h.Name() == command.Name:
 				if len(args) == 0 {
@@ -84,7 +86,7 @@ exits with the command's exit code.`,
 					return err
 				}
 				rec, err := c.Start(ctx, api.StartRun{Thread: req.Thread, Harness: req.Harness, Prompt: req.Prompt, Args: req.Args,
-					Model: req.Model, Auth: string(req.Auth), Options: req.Options, Approvals: req.Approvals})
+					Model: req.Model, Mode: req.Mode, Auth: string(req.Auth), Options: req.Options, Approvals: req.Approvals})
 				if err != nil {
 					return err
 				}
@@ -128,6 +130,7 @@ exits with the command's exit code.`,
 	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "start the run, print its id on stdout and exit 0 (id=$(corral run -d ...))")
 	cmd.Flags().StringVar(&hname, "harness", command.Name, "the agent: "+strings.Join(harnessNames(), ", ")+", or acp:<agent command>")
 	cmd.Flags().StringVar(&model, "model", "", "the model the agent uses (default: the agent's)")
+	cmd.Flags().StringVar(&mode, "mode", "", "the agent's mode: Claude Code's permission mode (plan, acceptEdits, ...), OpenCode's agent (build, plan), an ACP session mode")
 	cmd.Flags().StringVar(&auth, "auth", "", "api-key (a workspace secret) or host (the agent CLI's own login)")
 	cmd.Flags().StringArrayVar(&options, "option", nil, "a harness option `K=V` (repeatable), e.g. executable=/path/to/cli")
 	cmd.Flags().StringArrayVar(&approve, "approve", nil, "allow what an earlier run of the thread asked for: its approval `ID` (repeatable)")

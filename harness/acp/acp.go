@@ -239,6 +239,18 @@ func closeStreams(rs ...io.Reader) {
 	}
 }
 
+// CheckMode accepts any session mode id (the run's mode): the agent says
+// which it has only when the session starts; session/set_mode then sets
+// it, and the run fails (session/set_mode) when the agent refuses it.
+func (h *Harness) CheckMode(mode string) error {
+	if strings.TrimSpace(mode) != mode || strings.ContainsAny(mode, "\n\r\x00") || len(mode) > 128 {
+		return sandbox.Errorf(sandbox.InvalidArgument, "acp.mode", mode, "an ACP session mode id is one line of at most 128 characters without surrounding spaces")
+	}
+	return nil
+}
+
+var _ harness.Moder = (*Harness)(nil)
+
 // AnswersLive reports true: a permission request waits for answers in
 // the run's harness.AnswersFile when its approvalWait is set.
 func (h *Harness) AnswersLive() bool { return true }

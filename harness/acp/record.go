@@ -45,6 +45,7 @@ type record struct {
 	SessionID string `json:"sessionId,omitempty"`
 	Resumed   bool   `json:"resumed,omitempty"`
 	Previous  string `json:"previous,omitempty"` // the session asked for and not resumed
+	Mode      string `json:"mode,omitempty"`     // the session mode set for the run (session/set_mode)
 
 	// update: the notification's params as the agent sent them
 	Params json.RawMessage `json:"params,omitempty"`

@@ -245,6 +245,14 @@ func (s *session) drive() *record {
 		sid = resp.SessionId
 	}
 	rec.SessionID = string(sid)
+	rec.Mode = s.req.Mode
+	if s.req.Mode != "" {
+		// The run's mode: the agent must know it (its session's
+		// availableModes), else the run fails.
+		if _, err := s.conn.SetSessionMode(s.ctx, acpsdk.SetSessionModeRequest{SessionId: sid, ModeId: acpsdk.SessionModeId(s.req.Mode)}); err != nil {
+			return s.failure("session/set_mode", err)
+		}
+	}
 	_ = s.jw.write(rec)
 	s.sid.Store(sid)
 

@@ -64,6 +64,8 @@ type toolState struct {
 	status   string
 	output   json.RawMessage // the latest rawOutput
 	content  []acpsdk.ToolCallContent
+	kind     string   // the latest kind the agent gave
+	files    []string // the latest locations' paths
 }
 
 // translator turns an ACP run's journal into events. It keeps no clock and
@@ -128,7 +130,7 @@ func (t *translator) Line(line []byte) []event.Event {
 		var tc acpsdk.ToolCallUpdate
 		if json.Unmarshal(r.ToolCall, &tc) == nil && tc.ToolCallId != "" {
 			asked := acpsdk.ToolCallStatus(toolAsked)
-			out = append(out, t.toolUpdate(string(tc.ToolCallId), tc.Kind, tc.Title, tc.RawInput, nil, nil, &asked)...)
+			out = append(out, t.toolUpdate(string(tc.ToolCallId), tc.Kind, tc.Title, tc.RawInput, nil, nil, nil, &asked)...)
 		}
 		out = append(out, t.approval(r)...)
 		if r.Waiting != "" && r.ApprovalID != "" {
@@ -201,10 +203,10 @@ func (t *translator) update(u acpsdk.SessionUpdate) []event.Event {
 		if tc.Status == "" {
 			status = nil
 		}
-		return t.toolUpdate(string(tc.ToolCallId), kind, title, tc.RawInput, tc.RawOutput, tc.Content, status)
+		return t.toolUpdate(string(tc.ToolCallId), kind, title, tc.RawInput, tc.RawOutput, tc.Content, tc.Locations, status)
 	case u.ToolCallUpdate != nil:
 		tc := u.ToolCallUpdate
-		return t.toolUpdate(string(tc.ToolCallId), tc.Kind, tc.Title, tc.RawInput, tc.RawOutput, tc.Content, tc.Status)
+		return t.toolUpdate(string(tc.ToolCallId), tc.Kind, tc.Title, tc.RawInput, tc.RawOutput, tc.Content, tc.Locations, tc.Status)
 	case u.Plan != nil:
 		entries := u.Plan.Entries
 		if entries == nil {
@@ -247,7 +249,7 @@ const toolAsked = "corral:asked"
 // leaves pending (in_progress) or ends; a call that never says more than
 // {} gets {} and its title.
 func (t *translator) toolUpdate(id string, kind *acpsdk.ToolKind, title *string, rawInput, rawOutput any,
-	content []acpsdk.ToolCallContent, status *acpsdk.ToolCallStatus) []event.Event {
+	content []acpsdk.ToolCallContent, locations []acpsdk.ToolCallLocation, status *acpsdk.ToolCallStatus) []event.Event {
 	if id == "" {
 		return nil
 	}
@@ -273,6 +275,15 @@ func (t *translator) toolUpdate(id string, kind *acpsdk.ToolKind, title *string,
 	if content != nil {
 		ts.content = content
 	}
+	if kind != nil && *kind != "" {
+		ts.kind = string(*kind)
+	}
+	if locations != nil {
+		ts.files = ts.files[:0]
+		for _, l := range locations {
+			ts.files = append(ts.files, l.Path)
+		}
+	}
 	if rawOutput != nil {
 		if b, err := json.Marshal(rawOutput); err == nil {
 			ts.output = b
@@ -295,8 +306,34 @@ func (t *translator) toolUpdate(id string, kind *acpsdk.ToolKind, title *string,
 		ts.done = true
 		out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: id, MessageID: t.ids.Next("result"),
 			Content: t.result(ts), IsError: *status == acpsdk.ToolCallStatusFailed})
+		if *status == acpsdk.ToolCallStatusCompleted {
+			out = append(out, fileChange(ts)...)
+		}
 	}
 	return out
+}
+
+// fileChange is the file.changed of a completed call that edited files:
+// the paths of its diff content, and for a call of kind edit (or delete,
+// move) its locations. A call that edits without saying so (a terminal
+// command) names no file; the run's final diff has it. Writes the agent
+// makes through the client (fs/write_text_file) are journaled as such,
+// not as tool calls.
+func fileChange(ts *toolState) []event.Event {
+	var paths []string
+	for _, c := range ts.content {
+		if c.Diff != nil {
+			paths = append(paths, c.Diff.Path)
+		}
+	}
+	switch acpsdk.ToolKind(ts.kind) {
+	case acpsdk.ToolKindEdit, acpsdk.ToolKindDelete, acpsdk.ToolKindMove:
+		paths = append(paths, ts.files...)
+	}
+	if e, ok := harness.ToolFileChange(ts.id, paths); ok {
+		return []event.Event{e}
+	}
+	return nil
 }
 
 // inputKnown reports whether a tool call's raw input says something: not

@@ -39,7 +39,18 @@
 // is denied for this run and becomes an approval.requested event; the
 // answer given for its id in a later run (Request.Approvals, corral run
 // --approve/--deny) reaches the tool in its policy file, which then allows
-// or denies the call without asking again. Without
+// or denies the call without asking again. With option approvalWait (a
+// Go duration) an ask waits instead, with the turn, in the tool for a live
+// answer (harness.LiveApprover; Runner.Answer appends it to the run's
+// harness.AnswersFile, which the tool polls every answerPoll, default
+// 250ms): the tool appends approval lines to the run's journal
+// (Request.Journal), which become approval.requested, approval.waiting
+// and approval.answered, and the call goes on or is denied in the same
+// turn; when the wait passes, the policy's default decides (an ask
+// default denies). Each answer line carries an HMAC under
+// Request.AnswerKey; the tool gets the key in RunDir/answer.key, reads it
+// and unlinks it when Claude Code starts it, and ignores (and reports as
+// a claudecode.warning) lines the key does not authenticate. Without
 // node in the sandbox Prepare fails, unless option policy=best-effort
 // lets the harness fall back to dontAsk with --allowedTools and
 // --disallowedTools rules. Bypass is never used while the policy has rules.
@@ -150,7 +161,7 @@ const ResumeFailed = "session.resume_failed"
 // auth.
 var hostScrub = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"}
 
-var knownOptions = map[string]bool{"executable": true, "baseURL": true, "permissionMode": true, "isSandbox": true, "partialMessages": true, OptPolicy: true}
+var knownOptions = map[string]bool{"executable": true, "baseURL": true, "permissionMode": true, "isSandbox": true, "partialMessages": true, OptPolicy: true, OptApprovalWait: true, OptAnswerPoll: true}
 
 var validModes = map[string]bool{"acceptEdits": true, "auto": true, ModeBypass: true, "manual": true, ModeDontAsk: true, "plan": true, ModeDefault: true}
 
@@ -182,9 +193,13 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown option %s (known: baseURL, executable, isSandbox, partialMessages, permissionMode, policy)", strings.Join(unknown, ", "))
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown option %s (known: answerPoll, approvalWait, baseURL, executable, isSandbox, partialMessages, permissionMode, policy)", strings.Join(unknown, ", "))
 	}
 	if err := checkMCPServers(req); err != nil {
+		return harness.Invocation{}, err
+	}
+	wait, poll, err := liveOptions(req)
+	if err != nil {
 		return harness.Invocation{}, err
 	}
 	opt := func(k string) string { return strings.TrimSpace(req.Options[k]) }
@@ -258,7 +273,11 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		}
 	}
 	pm := planPermissions(req.Policy, withTool)
-	if mode := opt("permissionMode"); mode != "" {
+	mode, err := permissionMode(req)
+	if err != nil {
+		return harness.Invocation{}, err
+	}
+	if mode != "" {
 		if !validModes[mode] {
 			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown permission mode %q", mode)
 		}
@@ -272,16 +291,26 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		if req.RunDir == "" {
 			return harness.Invocation{}, sandbox.Errorf(sandbox.FailedPrecondition, op, req.RunID, "the permission tool needs a run directory")
 		}
+		lw, err := prepareLive(ctx, h, req, wait, poll)
+		if err != nil {
+			return harness.Invocation{}, err
+		}
 		script, policyFile := path.Join(req.RunDir, "approve.js"), path.Join(req.RunDir, "policy.json")
 		for _, f := range []struct {
 			path string
 			data []byte
-		}{{script, approveJS}, {policyFile, compilePolicy(req.Policy, req.Scripts, req.Approvals)}} {
+		}{{script, approveJS}, {policyFile, compilePolicy(req.Policy, req.Scripts, req.Approvals, lw)}} {
 			if err := harness.WriteFile(ctx, h, f.path, f.data, "600"); err != nil {
 				return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, f.path, err)
 			}
 		}
-		servers[permissionServer] = map[string]any{"type": "stdio", "command": "node", "args": []string{script, policyFile}}
+		server := map[string]any{"type": "stdio", "command": "node", "args": []string{script, policyFile}}
+		if lw.wait > 0 {
+			// Claude Code's per-server tool-call timeout, in milliseconds:
+			// the tool may wait the whole approvalWait.
+			server["timeout"] = (lw.wait + toolTimeoutMargin).Milliseconds()
+		}
+		servers[permissionServer] = server
 	}
 
 	// The workspace's MCP servers join the permission tool's in one

@@ -32,14 +32,15 @@ func policyMode(v string) (bool, error) {
 // instead, which run the commands Claude Code deems read-only whatever the
 // default and cannot express patterns with parentheses or newlines. A
 // forced permission mode that approves by itself (acceptEdits, auto, ...)
-// keeps the tool from being asked for what it approves.
+// (option permissionMode or the run's mode) keeps the tool from being
+// asked for what it approves.
 func (Harness) UnenforcedRules(req harness.Request) []event.UnenforcedRule {
 	p := req.Policy
 	if unrestricted(p) {
 		return nil
 	}
 	bestEffort, _ := policyMode(strings.TrimSpace(req.Options[OptPolicy]))
-	mode := strings.TrimSpace(req.Options["permissionMode"])
+	mode, _ := permissionMode(req)
 	return harness.Claims(p, func(r event.UnenforcedRule) string {
 		switch mode {
 		case "", ModeDefault, ModeDontAsk, "plan":

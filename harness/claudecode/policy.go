@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -125,11 +126,29 @@ type toolPolicy struct {
 	// (Request.Approvals): an ask whose id has one is allowed or denied
 	// by it instead of raising an approval request.
 	Decisions map[string]bool `json:"decisions"`
+
+	// Live answers (all set, or Wait zero): how long an ask waits, in
+	// milliseconds, and as the approval.waiting event says it; how often
+	// it reads the answers file; the answers file, the file holding the
+	// answer key (hex; the tool unlinks it once read) and the run's
+	// journal, to which the tool appends its approval lines.
+	Wait     int64  `json:"wait,omitempty"`
+	WaitText string `json:"waitText,omitempty"`
+	Poll     int64  `json:"poll,omitempty"`
+	Answers  string `json:"answers,omitempty"`
+	KeyFile  string `json:"keyFile,omitempty"`
+	Journal  string `json:"journal,omitempty"`
+}
+
+// liveWait is how an ask waits for a live answer (zero: it does not).
+type liveWait struct {
+	wait, poll            time.Duration
+	answers, key, journal string
 }
 
 // compilePolicy compiles p, with the approvals answered so far, for the
 // approve tool.
-func compilePolicy(p *sandbox.Policy, scripts map[string]string, decisions map[string]bool) []byte {
+func compilePolicy(p *sandbox.Policy, scripts map[string]string, decisions map[string]bool, lw liveWait) []byte {
 	def := p.Capability("") // the default decision
 	tp := toolPolicy{
 		Provider: Name, Marker: approvalMarker, Default: def,
@@ -140,6 +159,10 @@ func compilePolicy(p *sandbox.Policy, scripts map[string]string, decisions map[s
 		Allow:           patternRegexps(p.Commands.Allow, scripts),
 		Scripts:         scripts,
 		Decisions:       decisions,
+	}
+	if lw.wait > 0 {
+		tp.Wait, tp.WaitText, tp.Poll = lw.wait.Milliseconds(), lw.wait.String(), lw.poll.Milliseconds()
+		tp.Answers, tp.KeyFile, tp.Journal = lw.answers, lw.key, lw.journal
 	}
 	if tp.Scripts == nil {
 		tp.Scripts = map[string]string{}

@@ -68,6 +68,17 @@ var captures = []capture{
 		exit:   1,
 	},
 	{
+		// A file-editing call: file.changed per tool call. Write, then Edit
+		// of the file it wrote, allowed by the permission tool.
+		name: "real-write",
+		script: fakemodel.Script{Turns: []fakemodel.Turn{
+			{Tool: &fakemodel.ToolCall{Name: "Write", Input: json.RawMessage(`{"file_path":"notes.txt","content":"one\n"}`)}},
+			{Tool: &fakemodel.ToolCall{Name: "Edit", Input: json.RawMessage(`{"file_path":"notes.txt","old_string":"one","new_string":"two"}`)}},
+			{Text: "Wrote and edited notes.txt."},
+		}},
+		policy: &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm *"}}, FileWrite: sandbox.Allow, Default: sandbox.Allow},
+	},
+	{
 		name:    "real-no-partial",
 		script:  fakemodel.ThinkThenSay("Short question, short answer.", "Hello from the fake model."),
 		policy:  &sandbox.Policy{Default: sandbox.Deny},

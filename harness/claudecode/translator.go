@@ -30,7 +30,11 @@ const interrupted = `{"status":"interrupted"}`
 // interrupted one.
 //
 // A permission-tool denial that names an approval (see approve.js) is
-// followed by an approval.requested event.
+// followed by an approval.requested event; the permission tool's own
+// journal lines (live answers) become approval.requested, .waiting and
+// .answered. A file-editing call (Write, Edit, MultiEdit, NotebookEdit)
+// that succeeds is followed by a file.changed naming its path and the
+// call (harness.ToolFileChange).
 type translator struct {
 	run harness.Run
 	ids event.IDs
@@ -41,8 +45,10 @@ type translator struct {
 	order    []int           // open block indexes, in opening order
 	calls    []string        // tool calls started, in order
 	started  map[string]bool
-	ended    map[string]bool // TOOL_CALL_END sent
-	resolved map[string]bool // TOOL_CALL_RESULT sent
+	ended    map[string]bool             // TOOL_CALL_END sent
+	resolved map[string]bool             // TOOL_CALL_RESULT sent
+	names    map[string]string           // tool call id → tool name
+	inputs   map[string]*strings.Builder // tool call id → its input JSON (streamed, or whole)
 
 	result *resultLine // the last result line
 }
@@ -57,6 +63,7 @@ func newTranslator(run harness.Run) *translator {
 		run: run, ids: event.IDs{RunID: run.RunID},
 		streamed: map[string]bool{}, blocks: map[int]*block{},
 		started: map[string]bool{}, ended: map[string]bool{}, resolved: map[string]bool{},
+		names: map[string]string{}, inputs: map[string]*strings.Builder{},
 	}
 }
 
@@ -65,6 +72,12 @@ type line struct {
 	Type            string          `json:"type"`
 	Subtype         string          `json:"subtype"`
 	SessionID       string          `json:"session_id"`
+	ApprovalID      string          `json:"approval_id"` // corral approval lines (approve.js)
+	Kind            string          `json:"kind"`
+	Target          string          `json:"target"`
+	Wait            string          `json:"wait"`
+	Allowed         bool            `json:"allowed"`
+	By              string          `json:"by"`
 	ParentToolUseID *string         `json:"parent_tool_use_id"`
 	Event           json.RawMessage `json:"event"`
 	Message         json.RawMessage `json:"message"`
@@ -136,9 +149,7 @@ func (t *translator) Line(raw []byte) []event.Event {
 			return []event.Event{event.CustomEvent(event.SessionStarted, event.Session{ID: l.SessionID})}
 		}
 	case "corral":
-		if l.Subtype == "resume_failed" && l.SessionID != "" {
-			return []event.Event{event.CustomEvent(ResumeFailed, event.Session{ID: l.SessionID})}
-		}
+		return t.corral(l, raw)
 	case "stream_event":
 		var se streamEvent
 		if json.Unmarshal(l.Event, &se) != nil {
@@ -157,6 +168,38 @@ func (t *translator) Line(raw []byte) []event.Event {
 		t.result = &r
 		out := t.closeBlocks()
 		return append(out, t.interruptCalls()...)
+	}
+	return nil
+}
+
+// corral translates the lines corral itself adds to the journal: the
+// command's resume_failed note, and the permission tool's approval lines
+// (approve.js, live answers) — a request that waits, how it was settled,
+// and answers it refused.
+func (t *translator) corral(l line, raw []byte) []event.Event {
+	switch l.Subtype {
+	case "resume_failed":
+		if l.SessionID != "" {
+			return []event.Event{event.CustomEvent(ResumeFailed, event.Session{ID: l.SessionID})}
+		}
+	case "approval_waiting":
+		if l.ApprovalID != "" {
+			return []event.Event{
+				event.CustomEvent(event.ApprovalRequested, event.Approval{ID: l.ApprovalID, Kind: l.Kind, Target: l.Target, Title: l.Kind + ": " + l.Target}),
+				event.CustomEvent(event.ApprovalWaiting, map[string]string{"approvalId": l.ApprovalID, "wait": l.Wait}),
+			}
+		}
+	case "approval_answered":
+		if l.ApprovalID != "" {
+			return []event.Event{event.CustomEvent(event.ApprovalAnswered, event.ApprovalAnswer{ApprovalID: l.ApprovalID, Allowed: l.Allowed, By: l.By})}
+		}
+	case "approval_warning":
+		var w struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(raw, &w) == nil && w.Message != "" {
+			return []event.Event{event.CustomEvent(EventWarning, map[string]string{"message": w.Message})}
+		}
 	}
 	return nil
 }
@@ -203,6 +246,9 @@ func (t *translator) stream(se streamEvent) []event.Event {
 		case b.kind == "thinking" && se.Delta.Type == "thinking_delta" && se.Delta.Thinking != "":
 			return []event.Event{{Type: event.ReasoningContent, MessageID: b.id, Delta: se.Delta.Thinking}}
 		case b.kind == "tool" && se.Delta.Type == "input_json_delta" && se.Delta.PartialJSON != "":
+			if in := t.inputs[b.id]; in != nil {
+				in.WriteString(se.Delta.PartialJSON)
+			}
 			return []event.Event{{Type: event.ToolCallArgs, ToolCallID: b.id, Delta: se.Delta.PartialJSON}}
 		}
 	case "content_block_stop":
@@ -250,6 +296,8 @@ func (t *translator) closeBlocks() []event.Event {
 
 func (t *translator) startCall(id, name string) event.Event {
 	t.started[id] = true
+	t.names[id] = name
+	t.inputs[id] = &strings.Builder{}
 	t.calls = append(t.calls, id)
 	return event.Event{Type: event.ToolCallStart, ToolCallID: id, ToolCallName: name}
 }
@@ -296,9 +344,15 @@ func (t *translator) assistant(raw json.RawMessage) []event.Event {
 				event.CloseReasoning(id)...)
 		case "tool_use":
 			if b.ID == "" || t.started[b.ID] {
+				if in := t.inputs[b.ID]; in != nil && len(b.Input) > 0 {
+					// The whole input, as streamed.
+					in.Reset()
+					in.Write(b.Input)
+				}
 				continue
 			}
 			out = append(out, t.startCall(b.ID, b.Name))
+			t.inputs[b.ID].Write(b.Input)
 			if args := compactJSON(b.Input); args != "" {
 				out = append(out, event.Event{Type: event.ToolCallArgs, ToolCallID: b.ID, Delta: args})
 			}
@@ -332,9 +386,31 @@ func (t *translator) user(raw json.RawMessage) []event.Event {
 			if a, ok := approvalIn(content); ok {
 				out = append(out, event.CustomEvent(event.ApprovalRequested, a))
 			}
+		} else if e, ok := t.fileChange(b.ToolUseID); ok {
+			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// fileChange is the file.changed of a file-editing call that succeeded:
+// Write, Edit and MultiEdit name their file_path, NotebookEdit its
+// notebook_path. A Bash command's edits are not named in its output; the
+// run's final diff has them.
+func (t *translator) fileChange(id string) (event.Event, bool) {
+	switch t.names[id] {
+	case "Write", "Edit", "MultiEdit", "NotebookEdit":
+	default:
+		return event.Event{}, false
+	}
+	var in struct {
+		FilePath     string `json:"file_path"`
+		NotebookPath string `json:"notebook_path"`
+	}
+	if b := t.inputs[id]; b != nil {
+		_ = json.Unmarshal([]byte(b.String()), &in)
+	}
+	return harness.ToolFileChange(id, []string{in.FilePath, in.NotebookPath})
 }
 
 // closeCallBlock closes the stream block of a tool call, if still open.

@@ -28,6 +28,8 @@ var fixtures = []struct {
 	{"real-policy", 0},
 	{"real-is-error", 1},
 	{"real-no-partial", 0},
+	{"real-write", 0},
+	{"hand-edits", 0},
 	{"hand-interrupted", 137},
 	{"hand-subagent", 0},
 	{"hand-noise", 0},

@@ -257,7 +257,25 @@ func (t *translator) tool(done bool, it item) []event.Event {
 	content, isErr := toolResult(it)
 	t.forget(it.ID)
 	out = append(out, event.Event{Type: event.ToolCallResult, ToolCallID: o.id, MessageID: t.ids.Next("result"), Content: content, IsError: isErr})
+	if it.Type == "file_change" && !isErr {
+		if e, ok := harness.ToolFileChange(o.id, changedPaths(it.Changes)); ok {
+			out = append(out, e)
+		}
+	}
 	return append(out, t.mcpApproval(it)...)
+}
+
+// changedPaths are the paths of a file_change item's changes.
+func changedPaths(raw json.RawMessage) []string {
+	var changes []struct {
+		Path string `json:"path"`
+	}
+	_ = json.Unmarshal(raw, &changes)
+	paths := make([]string, 0, len(changes))
+	for _, c := range changes {
+		paths = append(paths, c.Path)
+	}
+	return paths
 }
 
 func toolCall(it item) (name, args string) {

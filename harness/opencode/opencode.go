@@ -126,6 +126,25 @@
 //   - "baseURL": an OpenAI-compatible endpoint (".../v1"), api-key auth.
 //   - "apiKeySecret": the secret holding the key for "baseURL".
 //   - "mode": "run" (default) or "server" (see above).
+//   - "approvalWait" (server mode; a Go duration, default 0: off): a
+//     permission the policy asks about waits this long, with the turn, in
+//     the client for a live answer (harness.LiveApprover: Runner.Answer
+//     appends it to the run's harness.AnswersFile; each line's HMAC is
+//     checked with Request.AnswerKey, which the client reads from
+//     RunDir/answer.key and unlinks when it starts). The journal shows
+//     approval.requested, approval.waiting and approval.answered; an
+//     answer replies "once" or rejects with a message (the model goes on
+//     in the same turn); at the deadline the policy's default decides (an
+//     ask default denies). Lines the key does not authenticate are
+//     ignored and reported as opencode.warning. The client runs inside
+//     the sandbox under the journal wrapper, so the request outlives the
+//     corral process that drives the run.
+//   - "answerPoll" (a Go duration, default 250ms): how often a waiting
+//     client reads the answers file.
+//
+// The run's mode (Request.Mode) is OpenCode's agent: its built-in "build"
+// (the default) and "plan", or one the project defines; `--agent NAME` in
+// run mode, the prompt's agent in server mode.
 //
 // # Policy mapping
 //
@@ -221,6 +240,15 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	if mode != ModeRun && mode != ModeServer {
 		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "option mode: want %q or %q, not %q", ModeRun, ModeServer, mode)
 	}
+	if req.Mode != "" {
+		if err := (Harness{}).CheckMode(req.Mode); err != nil {
+			return harness.Invocation{}, err
+		}
+	}
+	wait, poll, err := liveOptions(req, mode)
+	if err != nil {
+		return harness.Invocation{}, err
+	}
 	approvals := req.Approvals
 	env := make(map[string]string, len(req.Env)+4)
 	for k, v := range req.Env {
@@ -277,7 +305,7 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		exe = "opencode"
 	}
 	if mode == ModeServer {
-		args, err := prepareServer(ctx, h, req, env, exe, model, approvals)
+		args, err := prepareServer(ctx, h, req, env, exe, model, approvals, wait, poll)
 		if err != nil {
 			return harness.Invocation{}, err
 		}
@@ -289,6 +317,9 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	}
 	if sessionIDRE.MatchString(req.Session) {
 		args = append(args, "-s", req.Session)
+	}
+	if req.Mode != "" {
+		args = append(args, "--agent", req.Mode)
 	}
 	args = append(args, req.Args...)
 	return finishInvocation(req, auth, args, env)

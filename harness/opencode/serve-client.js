@@ -9,7 +9,16 @@
 // policy corral compiled into CONFIG (OpenCode's own rules,
 // last-match-wins): allow → "once", deny → "reject" with a message (the
 // model goes on), ask → "reject" (the turn ends) and a corral.permission
-// line that makes the translator request an approval. It exits 0 when the
+// line that makes the translator request an approval. With cfg.live (the
+// approvalWait option) an ask waits instead, with the turn, for an answer
+// in the run's answers file (harness.AnswersFile; each line's HMAC checked
+// with the run's answer key, read from cfg.live.keyFile and unlinked at
+// start): the corral.permission line says it waits, a
+// corral.permission_answered line says how it was settled (an answer, or
+// at the deadline the policy's default, an ask default denying), and the
+// permission is answered "once" or "reject" with a message (the model goes
+// on in the same turn). Lines the key does not authenticate count for
+// nothing and are reported as corral.warning. It exits 0 when the
 // session goes idle after the prompt, 1 on a session error, and stops the
 // server it started on exit. No dependencies.
 "use strict";
@@ -18,6 +27,20 @@ const crypto = require("crypto");
 const fs = require("fs");
 
 const cfg = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
+
+// Live answers: the key is read once and its file removed, so the agent
+// (same uid) finds no key to forge answers with.
+const live = cfg.live && cfg.live.wait > 0 ? cfg.live : null;
+let answerKey = null;
+if (live) {
+  try {
+    answerKey = Buffer.from(fs.readFileSync(live.keyFile, "utf8").trim(), "hex");
+  } catch (e) {}
+  try {
+    fs.unlinkSync(live.keyFile);
+  } catch (e) {}
+  if (!answerKey || answerKey.length === 0) answerKey = null;
+}
 
 function emit(type, properties) {
   process.stdout.write(JSON.stringify({ type, properties }) + "\n");
@@ -177,15 +200,105 @@ let prompted = false;
 let busy = false;
 let failed = false;
 
+// --- live answers ----------------------------------------------------------
+
+// calls are the tool parts seen, by call id: what an approval id is made of.
+const calls = new Map();
+
+const editTools = new Set(["edit", "write", "apply_patch", "patch", "multiedit"]);
+
+// approvalId is the id the translator gives the request (opencode's
+// approval(): the call's command, file or URL, else the tool or the
+// permission).
+function approvalId(req) {
+  const c = req.tool && req.tool.callID ? calls.get(req.tool.callID) : null;
+  if (!c) return "opencode:tool:" + (req.permission || "tool");
+  const input = c.input && typeof c.input === "object" ? c.input : {};
+  if (c.tool === "bash" && input.command) return "opencode:command:" + input.command;
+  if (editTools.has(c.tool) && input.filePath) return "opencode:fileWrite:" + input.filePath;
+  if (c.tool === "webfetch" && input.url) return "opencode:network:" + input.url;
+  return "opencode:tool:" + c.tool;
+}
+
+function mac(id, allow) {
+  return crypto.createHmac("sha256", answerKey).update("corral-answer\x00" + id + "\x00" + String(allow)).digest("hex");
+}
+
+let refusedSeen = 0;
+
+function readAnswers() {
+  let text = "";
+  try {
+    text = fs.readFileSync(live.answers, "utf8");
+  } catch (e) {
+    return { answers: new Map(), refused: 0 };
+  }
+  const answers = new Map();
+  let refused = 0;
+  for (const line of text.split("\n")) {
+    if (!line.trim()) continue;
+    let a;
+    try {
+      a = JSON.parse(line);
+    } catch (e) {
+      refused++;
+      continue;
+    }
+    const ok = a && typeof a.approvalId === "string" && a.approvalId !== "" && typeof a.allow === "boolean" &&
+      typeof a.mac === "string" && a.mac.length === 64 &&
+      crypto.timingSafeEqual(Buffer.from(a.mac), Buffer.from(mac(a.approvalId, a.allow)));
+    if (!ok) {
+      refused++;
+      continue;
+    }
+    answers.set(a.approvalId, a.allow);
+  }
+  return { answers, refused };
+}
+
+// awaitAnswer polls the answers file until id is answered or the wait
+// passes: {allow, by}.
+function awaitAnswer(id) {
+  return new Promise((resolve) => {
+    const deadline = Date.now() + live.wait;
+    const tick = () => {
+      if (exiting) return resolve({ allow: false, by: "cancelled" });
+      const { answers, refused } = readAnswers();
+      if (refused > refusedSeen) {
+        refusedSeen = refused;
+        emit("corral.warning", { message: refused + " line(s) of the run's answers file are not authenticated answers (written inside the sandbox?): ignored" });
+      }
+      if (answers.has(id)) return resolve({ allow: answers.get(id), by: "answer" });
+      if (Date.now() >= deadline) return resolve({ allow: policy.default === "allow", by: "deadline" });
+      setTimeout(tick, Math.max(10, Math.min(live.poll || 250, deadline - Date.now())));
+    };
+    tick();
+  });
+}
+
 async function answer(req) {
   const decision = decide(req);
-  emit("corral.permission", {
+  const waits = decision === "ask" && live !== null && answerKey !== null;
+  const line = {
     id: req.id, sessionID: req.sessionID, permission: req.permission, patterns: req.patterns,
     tool: req.tool, decision,
-  });
-  const body = decision === "allow" ? { reply: "once" }
+  };
+  let id = "";
+  if (waits) {
+    id = approvalId(req);
+    line.approvalId = id;
+    line.wait = live.waitText || "";
+  }
+  emit("corral.permission", line);
+  let body = decision === "allow" ? { reply: "once" }
     : decision === "deny" ? { reply: "reject", message: "Denied by the sandbox policy." }
     : { reply: "reject" };
+  if (waits) {
+    const a = await awaitAnswer(id);
+    emit("corral.permission_answered", { id: req.id, approvalId: id, allowed: a.allow, by: a.by, tool: req.tool });
+    body = a.allow ? { reply: "once" }
+      : { reply: "reject", message: "Denied: approval " + id + (a.by === "deadline" ? " was not given in time." : " was refused.") };
+  }
   try {
     await call("POST", "/permission/" + encodeURIComponent(req.id) + "/reply", body);
   } catch (e) {
@@ -197,6 +310,13 @@ function onEvent(ev) {
   if (!ev || typeof ev !== "object") return;
   process.stdout.write(JSON.stringify(ev) + "\n");
   const p = ev.properties || {};
+  if (ev.type === "message.part.updated" && p.part && p.part.type === "tool" && p.part.callID) {
+    // As the translator reads a call: its input once it runs.
+    const st = p.part.state || {};
+    const prev = calls.get(p.part.callID);
+    const known = ["running", "completed", "error"].includes(st.status) && st.input && typeof st.input === "object";
+    calls.set(p.part.callID, { tool: p.part.tool || "tool", input: known ? st.input : prev ? prev.input : {} });
+  }
   switch (ev.type) {
     case "permission.asked":
       answer(p);

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/sandbox"
@@ -28,8 +29,10 @@ type clientConfig struct {
 	Args       []string     `json:"args"`
 	Model      *clientModel `json:"model,omitempty"`
 	Session    string       `json:"session,omitempty"`
+	Agent      string       `json:"agent,omitempty"` // the run's mode: the prompt's agent
 	Directory  string       `json:"directory,omitempty"`
 	Policy     clientPolicy `json:"policy"`
+	Live       *clientLive  `json:"live,omitempty"`
 }
 
 type clientModel struct {
@@ -67,7 +70,7 @@ func compileClientPolicy(p *sandbox.Policy, scripts map[string]string, approvals
 
 // prepareServer writes the client and its configuration into RunDir and
 // returns the client's command.
-func prepareServer(ctx context.Context, h sandbox.Handle, req harness.Request, env map[string]string, exe, model string, approvals map[string]bool) ([]string, error) {
+func prepareServer(ctx context.Context, h sandbox.Handle, req harness.Request, env map[string]string, exe, model string, approvals map[string]bool, wait, poll time.Duration) ([]string, error) {
 	const op = "harness.opencode"
 	ok, err := hasNode(ctx, h, env)
 	if err != nil {
@@ -87,6 +90,10 @@ func prepareServer(ctx context.Context, h sandbox.Handle, req harness.Request, e
 	}
 	if sessionIDRE.MatchString(req.Session) {
 		cfg.Session = req.Session
+	}
+	cfg.Agent = req.Mode
+	if cfg.Live, err = prepareLive(ctx, h, req, wait, poll); err != nil {
+		return nil, err
 	}
 	script, cfgFile := path.Join(req.RunDir, "serve-client.js"), path.Join(req.RunDir, "serve.json")
 	if err := harness.WriteFile(ctx, h, script, serveClient, "600"); err != nil {

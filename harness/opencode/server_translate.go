@@ -13,11 +13,17 @@ import (
 // Lines serve-client.js writes itself; every other line is a server event
 // as `opencode serve` sent it.
 const (
-	clientLine     = "corral.client"     // first line: the journal is server mode's
-	clientSession  = "corral.session"    // the session the prompt goes to
-	clientError    = "corral.error"      // the client failed (server, session, stream)
-	clientDecision = "corral.permission" // how the client answered a permission.asked
+	clientLine     = "corral.client"              // first line: the journal is server mode's
+	clientSession  = "corral.session"             // the session the prompt goes to
+	clientError    = "corral.error"               // the client failed (server, session, stream)
+	clientDecision = "corral.permission"          // how the client answered a permission.asked (or that it waits)
+	clientAnswered = "corral.permission_answered" // a waiting permission was settled
+	clientWarning  = "corral.warning"             // something the user should know
 )
+
+// EventWarning carries something the user should know (value:
+// {"message"}), such as live answers the server-mode client refused.
+const EventWarning = "opencode.warning"
 
 // interrupted is the result of a tool call the journal never resolved.
 const interrupted = `{"status":"interrupted"}`
@@ -47,6 +53,10 @@ type serverProps struct {
 	Permission string   `json:"permission"`
 	Patterns   []string `json:"patterns"`
 	Decision   string   `json:"decision"`
+	ApprovalID string   `json:"approvalId"` // a waiting permission's approval id
+	Wait       string   `json:"wait"`       // how long it waits
+	Allowed    bool     `json:"allowed"`    // corral.permission_answered
+	By         string   `json:"by"`
 	Tool       *struct {
 		CallID string `json:"callID"`
 	} `json:"tool"`
@@ -146,7 +156,20 @@ func (t *serverTranslator) Line(b []byte) []event.Event {
 		if p.Decision != string(sandbox.Ask) {
 			return nil
 		}
+		if p.ApprovalID != "" && p.Wait != "" {
+			return t.waiting(p)
+		}
 		return t.approval(p)
+	case clientAnswered:
+		if p.ApprovalID == "" {
+			return nil
+		}
+		return []event.Event{event.CustomEvent(event.ApprovalAnswered, event.ApprovalAnswer{ApprovalID: p.ApprovalID, Allowed: p.Allowed, By: p.By})}
+	case clientWarning:
+		if p.Message == "" {
+			return nil
+		}
+		return []event.Event{event.CustomEvent(EventWarning, map[string]string{"message": p.Message})}
 	}
 	if p.SessionID != "" {
 		if t.session == "" {
@@ -278,6 +301,7 @@ func (t *serverTranslator) tool(p *serverPart) []event.Event {
 	if status == "completed" || status == "error" {
 		c.resolved = true
 		out = append(out, toolResult(c.id, t.ids.Next("result"), c.name, &p.part))
+		out = append(out, fileChange(c.id, c.name, &p.part)...)
 	}
 	return out
 }
@@ -300,23 +324,28 @@ func (t *serverTranslator) closeBlocks() []event.Event {
 	return t.blocks.Close()
 }
 
+// request is the approval.requested event for permission p: for the
+// tool call that asked, as run mode derives it, else for the permission
+// itself.
+func (t *serverTranslator) request(p serverProps) event.Event {
+	if c := t.callFor(p); c != nil {
+		return approval(c.name, c.input)
+	}
+	target := p.Permission
+	if target == "" {
+		target = "tool"
+	}
+	return event.CustomEvent(event.ApprovalRequested, event.Approval{
+		ID: sandbox.ApprovalID(Name, sandbox.ApproveTool, target), Kind: string(sandbox.ApproveTool), Target: target,
+		Title: "opencode asks for the permission " + target,
+	})
+}
+
 // approval is approval.requested for a permission the client left to a
 // person: for the tool call that asked, as run mode derives it, else for
 // the permission itself.
 func (t *serverTranslator) approval(p serverProps) []event.Event {
-	var e event.Event
-	if c := t.callFor(p); c != nil {
-		e = approval(c.name, c.input)
-	} else {
-		target := p.Permission
-		if target == "" {
-			target = "tool"
-		}
-		e = event.CustomEvent(event.ApprovalRequested, event.Approval{
-			ID: sandbox.ApprovalID(Name, sandbox.ApproveTool, target), Kind: string(sandbox.ApproveTool), Target: target,
-			Title: "opencode asks for the permission " + target,
-		})
-	}
+	e := t.request(p)
 	var a event.Approval
 	if json.Unmarshal(e.Value, &a) == nil {
 		if t.approvals[a.ID] {
@@ -325,6 +354,20 @@ func (t *serverTranslator) approval(p serverProps) []event.Event {
 		t.approvals[a.ID] = true
 	}
 	return []event.Event{e}
+}
+
+// waiting is approval.requested and approval.waiting for a permission the
+// client holds open for a live answer, under the approval id the client
+// waits for (the one an answer must name).
+func (t *serverTranslator) waiting(p serverProps) []event.Event {
+	var a event.Approval
+	_ = json.Unmarshal(t.request(p).Value, &a)
+	a.ID = p.ApprovalID
+	t.approvals[a.ID] = true
+	return []event.Event{
+		event.CustomEvent(event.ApprovalRequested, a),
+		event.CustomEvent(event.ApprovalWaiting, map[string]string{"approvalId": a.ID, "wait": p.Wait}),
+	}
 }
 
 func (t *serverTranslator) callFor(p serverProps) *serverCall {

@@ -169,7 +169,34 @@ func (t *translator) tool(p *part) []event.Event {
 	if p.State.Status == "error" && strings.Contains(p.State.Error, rejectedMarker) {
 		out = append(out, approval(name, p.State.Input))
 	}
-	return out
+	return append(out, fileChange(id, name, p)...)
+}
+
+// fileChange is the file.changed of an editing tool call that completed
+// (edit, write, multiedit: its filePath; apply_patch and patch: the files
+// its patchText adds, updates, moves to or deletes). A bash command's edits
+// are not named in its output; the run's final diff has them.
+func fileChange(id, name string, p *part) []event.Event {
+	if p.State.Status != "completed" || permissionKey(name) != "edit" {
+		return nil
+	}
+	var in struct {
+		FilePath  string `json:"filePath"`
+		PatchText string `json:"patchText"`
+	}
+	_ = json.Unmarshal(p.State.Input, &in)
+	paths := []string{in.FilePath}
+	for _, l := range strings.Split(in.PatchText, "\n") {
+		for _, prefix := range []string{"*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "} {
+			if rest, ok := strings.CutPrefix(strings.TrimRight(l, "\r"), prefix); ok {
+				paths = append(paths, strings.TrimSpace(rest))
+			}
+		}
+	}
+	if e, ok := harness.ToolFileChange(id, paths); ok {
+		return []event.Event{e}
+	}
+	return nil
 }
 
 // toolResult is the TOOL_CALL_RESULT of a completed or failed tool part;

@@ -41,6 +41,7 @@ var fixtures = []harnesstest.Fixture{
 	{Name: "real-resume", Exit: 0, What: "a resumed session keeps its id"},
 	{Name: "hand-mixed", Exit: 0, What: "noise lines, empty parts, a tool without input, a rejected webfetch, a session change, an unknown event"},
 	{Name: "hand-error-exit-0", Exit: 0, What: "an error event with exit 0 still ends the run with RUN_ERROR"},
+	{Name: "hand-edits", Exit: 0, What: "file.changed per editing call: edit (filePath), a failed write (none), apply_patch (the files its patch text names), bash and read (none)"},
 	// Server mode (option mode=server): serve-client.js's journal of
 	// `opencode serve` events, captured the same way.
 	{Name: "real-server-text", Exit: 0, What: "server mode: text as deltas, session.started from corral.session"},

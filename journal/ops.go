@@ -129,10 +129,10 @@ ck_w=$cj_wpid
 cs_stat /proc/$ck_w/stat || exit 0
 ck_t0=$cs_start
 ck_cg=
-ck_root=$(cs_v2root)
-if [ -n "$ck_root" ]; then
-  ck_cur=$(cs_cgof "$ck_w")
-  ck_cg=$ck_root${ck_cur%/}/corral-$ck_tok-$ck_w
+cs_v2root
+if [ -n "$cs_root" ]; then
+  cs_cgof "$ck_w"
+  ck_cg=$cs_root${cs_cgp%/}/corral-$ck_tok-$ck_w
   [ -d "$ck_cg" ] || ck_cg=
 fi
 ck_pre=

@@ -29,6 +29,12 @@ package journal
 //     daemon that cleared its environment and left its session. Daemons
 //     started before the run (by setup, say) are left alone.
 //
+// Where the run has its cgroup, the wrapper's kill once the agent exited
+// (grace 0) is the cgroup alone: it is killed until empty, with built-ins,
+// and no scan follows (the scans cost a read per byte per process, for
+// every process of a shared host table). A process that moved itself out
+// of the cgroup is then not looked for; a cancel (Kill) applies every rule.
+//
 // Every member found is stopped at once (SIGSTOP), so a fork bomb cannot
 // grow while the scan goes on; the scan repeats until it finds nobody new;
 // then everything is killed and the kill is verified. The killing shell,

@@ -89,7 +89,7 @@ func (s *suite) startSpec(t *testing.T, ctx context.Context, h sandbox.Handle, s
 		t.Fatal(err)
 	}
 	spec.Paths, spec.Nonce = p, journal.NewNonce()
-	if err := journal.Start(ctx, h, spec); err != nil {
+	if err := launch(ctx, h, spec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeJournal(h, p) })
@@ -215,7 +215,7 @@ func (s *suite) testScopeOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 		nonce := journal.NewNonce()
-		if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: script}}); err != nil {
+		if err := launch(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: script}}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { removeJournal(h, p) })

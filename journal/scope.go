@@ -30,10 +30,13 @@ package journal
 //     started before the run (by setup, say) are left alone.
 //
 // Where the run has its cgroup, the wrapper's kill once the agent exited
-// (grace 0) is the cgroup alone: it is killed until empty, with built-ins,
-// and no scan follows (the scans cost a read per byte per process, for
-// every process of a shared host table). A process that moved itself out
-// of the cgroup is then not looked for; a cancel (Kill) applies every rule.
+// (grace 0) is the cgroup first: it is killed until empty, with built-ins,
+// then one grep looks for the marker; only when a live process still
+// carries it (it moved itself out of the cgroup, as root can) do the other
+// rules run (their scans cost a read per byte per process, for every
+// process of a shared host table). A process that left the cgroup and
+// cleared its environment is not found at the run's end; a cancel (Kill)
+// applies every rule.
 //
 // Every member found is stopped at once (SIGSTOP), so a fork bomb cannot
 // grow while the scan goes on; the scan repeats until it finds nobody new;
@@ -243,7 +246,20 @@ cs_kill() {
   # write access to the cgroup tree), so an emptied cgroup ends the kill
   # without a scan of the process table (which costs one read per byte per
   # process in a shell, and grows with every process on the host).
-  if [ "$cs_grace" = 0 ] && [ -n "$cs_cg" ] && cs_cgclear; then return 0; fi
+  if [ "$cs_grace" = 0 ] && [ -n "$cs_cg" ] && cs_cgclear; then
+    # The cgroup is empty. A process that left it (its uid may write the
+    # cgroup tree: root can) but kept the marker is found by one grep; only
+    # when one lives do the other rules run.
+    cs_esc=
+    for cs_f in $(grep -l -a -z -x -F -- "${cs_mark}=$cs_tok" /proc/[0-9]*/environ 2>/dev/null); do
+      cs_p=${cs_f#/proc/}; cs_p=${cs_p%/environ}
+      case "$cs_excl" in *" $cs_p "*) continue ;; esac
+      cs_stat /proc/$cs_p/stat || continue
+      case $cs_st in Z|X) continue ;; esac
+      cs_esc=1; break
+    done
+    [ -z "$cs_esc" ] && return 0
+  fi
   [ "$cs_grace" = 0 ] && cs_rounds cs_base ""
   printf 'a\000b\000' | grep -q -a -z -x -F b 2>/dev/null && cs_nulok=1
   cs_members; cs_scan

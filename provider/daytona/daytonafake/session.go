@@ -117,7 +117,8 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	for k, v := range req.Envs {
 		env = append(env, k+"="+v)
 	}
-	p, err := d.sb.Start(fakecloud.Spec{Argv: []string{"sh", "-c", req.Command}, Env: env, Dir: req.Cwd})
+	// One pipe for both streams, as the daemon's combined output.
+	p, err := d.sb.Start(fakecloud.Spec{Argv: []string{"sh", "-c", "exec 2>&1\n" + req.Command}, Env: env, Dir: req.Cwd})
 	if err != nil {
 		daemonError(w, http.StatusBadRequest, "BAD_REQUEST", "%v", err)
 		return
@@ -382,8 +383,11 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 			}
 		})
 	}
-	line := fmt.Sprintf("{ . %s; } %s > %s 2> %s; echo \"$?\" > %s.pending && mv -f %s.pending %s\n",
-		shq(cmdFile), stdin, shq(out), shq(errp), shq(exit), shq(exit), shq(exit))
+	// The EXIT trap records the status of a command that exits the
+	// session's shell (an "exit" in the sourced text), as the daemon does.
+	publish := fmt.Sprintf(`echo "$_ec" > %s.pending && mv -f %s.pending %s`, shq(exit), shq(exit), shq(exit))
+	line := fmt.Sprintf("trap %s EXIT; { . %s; } %s > %s 2> %s; _ec=$?; %s; trap - EXIT\n",
+		shq("_ec=$?; exec >/dev/null 2>&1; "+publish), shq(cmdFile), stdin, shq(out), shq(errp), publish)
 	if _, err := se.shell.WriteStdin([]byte(line)); err != nil {
 		daemonError(w, http.StatusGone, "SESSION_ENDED", "failed to write command: %v", err)
 		return

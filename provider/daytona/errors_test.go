@@ -11,6 +11,7 @@ import (
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
 	"github.com/d10ffeed/corral/provider/daytona"
+	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -169,5 +170,35 @@ for i in $(seq 100); do [ -s pid2 ] && break; sleep 0.05; done; cat pid2`})
 	_, _ = h.Exec(ctx, sandbox.Command{Shell: `pkill -9 -f 'echo . >> hb2' 2>/dev/null; true`})
 	if !survived {
 		t.Log("note: the pid led a group after all (the fake's shell differs)")
+	}
+}
+
+// TestListAndPrune: the registry's management view lists only corral's
+// sandboxes (by label) and prunes by age.
+func TestListAndPrune(t *testing.T) {
+	s := newFake(t)
+	ctx := hangGuard(t)
+	p, _ := newProvider(t, s, daytona.Options{})
+	m := daytona.Managed{Provider: p}
+	for _, k := range []string{"key-a", "key-b"} {
+		if _, err := p.Create(ctx, sandbox.CreateOptions{ID: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.CreateSandbox("not-corral", map[string]string{"team": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := m.ListSandboxes(ctx)
+	if err != nil || len(list) != 2 || list[0].Key != "key-b" {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	rep, err := m.Prune(ctx, registry.PruneOptions{OlderThan: time.Hour})
+	if err != nil || len(rep.Sandboxes) != 0 {
+		t.Fatalf("prune of young sandboxes: %+v %v", rep, err)
+	}
+	rep, err = m.Prune(ctx, registry.PruneOptions{})
+	t.Logf("listed %d of corral's sandboxes (of 3 on the fake); prune older than 1h removed 0, prune all removed %d", len(list), len(rep.Sandboxes))
+	if err != nil || len(rep.Sandboxes) != 2 || len(s.Sandboxes("", nil)) != 1 {
+		t.Fatalf("prune: %+v %v, %d left", rep, err, len(s.Sandboxes("", nil)))
 	}
 }

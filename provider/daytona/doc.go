@@ -54,7 +54,10 @@
 // spawned command reads /dev/null and its Stdin is unsupported (Daytona's
 // input endpoint cannot close stdin).
 //
-// Files are exec-backed (sandbox/execfs) through the same commands. The
+// Files are exec-backed (sandbox/execfs) through the same commands, except
+// ReadFile: its bytes come from POST /files/bulk-download (multipart),
+// after the exec-backed Stat checked the path rules, because content
+// holding a marker sequence would be cut in a command's log. The
 // workspace root is Options.Workdir or "<GET /work-dir>/workspace"
 // (/home/daytona/workspace on Daytona's images), made at create with POST
 // /files/folder.
@@ -74,5 +77,6 @@
 // output line by line through a shell read loop (a last line without a
 // newline gains one, NUL bytes are lost); the fake labels chunks
 // byte-exact. Requests per operation are more than the SDK's one call
-// (TestRequestCounts: create 3, exec 4 plus the session's delete).
+// (TestRequestCounts: create 3, exec 4 plus the session's delete, write 6,
+// read 7).
 package daytona

@@ -46,9 +46,9 @@ func (h *handle) setRoot(root string) {
 	h.root = root
 	h.run = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: h.sb.ID, Root: root,
 		Env: h.env.Copy, KillGrace: h.p.opts.KillGrace, Logger: h.p.log})
-	h.fs = execfs.New(func(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
+	h.fs = fsys{h: h, FS: execfs.New(func(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
 		return h.run.Run(ctx, Name+".fs", cmd.Argv(), cmd.Stdin, "")
-	}, execfs.Options{Root: root, Provider: Name})
+	}, execfs.Options{Root: root, Provider: Name})}
 }
 
 // ID returns Daytona's sandbox id.

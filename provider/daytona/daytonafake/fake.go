@@ -41,7 +41,6 @@
 package daytonafake
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -629,4 +628,3 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) (*sandbox, bool
 	return d, true
 }
 
-var _ = context.Background

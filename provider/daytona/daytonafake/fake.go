@@ -627,4 +627,3 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) (*sandbox, bool
 	}
 	return d, true
 }
-

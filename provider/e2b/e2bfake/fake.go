@@ -1,0 +1,651 @@
+// Package e2bfake is a loopback fake of E2B, built from
+// internal/fakecloud, for the e2b provider's tests, cmd/corral's tests and
+// the official SDK check: the control plane (REST with X-API-KEY) and
+// envd (Connect-RPC process and filesystem services from the official
+// protos, and the /files endpoints, with X-Access-Token) on one server,
+// with E2B's paths, JSON field names, error bodies ({"code","message"})
+// and status codes. Sandboxes are real host processes.
+//
+// envd is reached the way the SDK's sandboxUrl (E2B_SANDBOX_URL) reaches
+// it: one base URL, the sandbox named by the E2b-Sandbox-Id header (or by
+// a Host of 49983-<id>.<domain>). Point the SDK at it with
+// apiUrl = sandboxUrl = URL().
+//
+// Semantics kept from E2B:
+//   - ids are minted by the backend; the caller's key rides in metadata;
+//   - envd's SendSignal reaches one pid (fakecloud.PIDOnly): a
+//     backgrounded grandchild survives it;
+//   - a process's output is multiplexed to every stream attached to it
+//     (Start, then any Connect by pid), and a dead stream never stalls the
+//     others (the fault of E2B issue 1587);
+//   - a dropped Start stream leaves the process running (no kill on
+//     disconnect); an ended process is forgotten, as envd forgets it;
+//   - pause makes envd answer 502 until connect resumes the sandbox;
+//     connect answers 200 for a running sandbox and 201 for a resumed one;
+//   - a snapshot is a template (a copy of the sandbox's files) that
+//     outlives its sandbox, deleted with DELETE /templates/{id}; fork is a
+//     snapshot and a new sandbox from it (files only: the fake cannot keep
+//     memory, so running processes do not carry over);
+//   - a process ended by a signal reports "exit status 128+N" (the kit
+//     cannot tell it from an exit with that code; real envd says
+//     "signal: killed" with exit code -1);
+//   - the sandbox timeout is recorded (endAt), not enforced.
+//
+// Routes (for faults and counts): create, list, get, delete, timeout,
+// pause, connect, snapshot, snapshots, deleteTemplate, fork, network, and
+// envd's health, files.read, files.write, and the RPC methods by name
+// (start, procConnect, list.processes, sendInput, closeStdin, sendSignal,
+// stat, makeDir, move, listDir, remove).
+package e2bfake
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"crypto/rand"
+
+	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/provider/e2b"
+)
+
+// Options configure the fake.
+type Options struct {
+	// BaseDir holds the sandbox directories (fakecloud's).
+	BaseDir string
+	// APIKey is the key every control-plane request must carry in
+	// X-API-KEY. Required.
+	APIKey string
+	// Domain is the sandbox domain the answers report. Default
+	// "e2b.local".
+	Domain string
+	// Kill is the kill semantics; default fakecloud.PIDOnly (envd's).
+	// Set only to show what another semantics would do.
+	Kill fakecloud.KillMode
+	// Templates are the template ids or aliases create accepts besides
+	// snapshots. Default {"base"}.
+	Templates []string
+}
+
+// Fake is a running fake of E2B.
+type Fake struct {
+	*fakecloud.Server
+	opts Options
+
+	mu    sync.Mutex
+	sbs   map[string]*sandbox  // by E2B id
+	snaps map[string]*snapshot // by snapshot id (with its tag)
+}
+
+type sandbox struct {
+	fc          *fakecloud.Sandbox
+	template    string
+	alias       string
+	metadata    map[string]string
+	envVars     map[string]string
+	started     time.Time
+	endAt       time.Time
+	paused      bool
+	token       string // envdAccessToken
+	traffic     string // trafficAccessToken ("" with public traffic)
+	internet    *bool
+	procs       map[int]*fproc
+	procsMu     sync.Mutex
+	publicTraff bool
+}
+
+type snapshot struct {
+	id      string
+	names   []string
+	from    string // sandbox id
+	dir     string // the copied files: home/ and workspace/
+	created time.Time
+}
+
+// New starts the fake.
+func New(opts Options) (*Fake, error) {
+	if opts.APIKey == "" {
+		return nil, fmt.Errorf("e2bfake: an API key is required")
+	}
+	if opts.Domain == "" {
+		opts.Domain = "e2b.local"
+	}
+	if len(opts.Templates) == 0 {
+		opts.Templates = []string{"base"}
+	}
+	kill := opts.Kill
+	if kill == fakecloud.GroupKill {
+		kill = fakecloud.PIDOnly
+	}
+	s, err := fakecloud.New(fakecloud.Options{BaseDir: opts.BaseDir, Kill: kill, IDPrefix: "i"})
+	if err != nil {
+		return nil, err
+	}
+	f := &Fake{Server: s, opts: opts, sbs: map[string]*sandbox{}, snaps: map[string]*snapshot{}}
+	api := func(route, pattern string, h func(http.ResponseWriter, *http.Request)) {
+		s.Handle(route, pattern, f.apiAuth(h))
+	}
+	api("create", "POST /v2/sandboxes", f.create)
+	api("create", "POST /sandboxes", f.create)
+	api("list", "GET /v2/sandboxes", f.list)
+	api("get", "GET /sandboxes/{id}", f.get)
+	api("delete", "DELETE /sandboxes/{id}", f.delete)
+	api("timeout", "POST /sandboxes/{id}/timeout", f.timeout)
+	api("pause", "POST /sandboxes/{id}/pause", f.pause)
+	api("connect", "POST /v2/sandboxes/{id}/connect", f.connect)
+	api("connect", "POST /sandboxes/{id}/connect", f.connect)
+	api("snapshot", "POST /sandboxes/{id}/snapshots", f.snapshot)
+	api("snapshots", "GET /snapshots", f.listSnapshots)
+	api("deleteTemplate", "DELETE /templates/{id}", f.deleteTemplate)
+	api("fork", "POST /sandboxes/{id}/fork", f.fork)
+	api("network", "PUT /sandboxes/{id}/network", f.network)
+	f.envdRoutes()
+	return f, nil
+}
+
+// URL is both the API URL and the sandbox (envd) URL.
+func (f *Fake) URL() string { return f.Server.URL() }
+
+// Domain is the sandbox domain the answers report.
+func (f *Fake) Domain() string { return f.opts.Domain }
+
+// Metadata returns a sandbox's metadata (nil when it does not exist).
+func (f *Fake) Metadata(id string) map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sb, ok := f.sbs[id]; ok {
+		return maps.Clone(sb.metadata)
+	}
+	return nil
+}
+
+// Paused reports whether the sandbox is paused.
+func (f *Fake) Paused(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.sbs[id]
+	return ok && sb.paused
+}
+
+// SetPaused pauses or resumes a sandbox as E2B's auto-pause would.
+func (f *Fake) SetPaused(id string, paused bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sb, ok := f.sbs[id]; ok {
+		sb.paused = paused
+	}
+}
+
+// Snapshots returns the ids of the snapshots that exist.
+func (f *Fake) Snapshots() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.snaps))
+}
+
+// EndAt returns when the sandbox would expire.
+func (f *Fake) EndAt(id string) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sb, ok := f.sbs[id]; ok {
+		return sb.endAt
+	}
+	return time.Time{}
+}
+
+// writeError answers E2B's error body.
+func writeError(w http.ResponseWriter, status int, format string, args ...any) {
+	fakecloud.WriteJSON(w, status, e2b.ErrorBody{Code: status, Message: fmt.Sprintf(format, args...)})
+}
+
+func (f *Fake) apiAuth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(e2b.HeaderAPIKey) != f.opts.APIKey {
+			writeError(w, http.StatusUnauthorized, "Invalid API key, it must start with 'e2b_' prefix and be followed by 40 hexadecimal characters")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func token(prefix string) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// decode reads a JSON body leniently (the SDK sends fields the fake does
+// not model, such as mcp or iam); an empty body is {}.
+func decode(r *http.Request, v any) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil && err.Error() != "EOF" {
+		return fmt.Errorf("bad JSON body: %w", err)
+	}
+	return nil
+}
+
+func (f *Fake) wire(id string, sb *sandbox) e2b.Sandbox {
+	var traffic *string
+	if sb.traffic != "" {
+		t := sb.traffic
+		traffic = &t
+	}
+	d := f.opts.Domain
+	return e2b.Sandbox{TemplateID: sb.template, SandboxID: id, Alias: sb.alias, ClientID: "6532622b",
+		EnvdVersion: "0.4.2", EnvdAccessToken: sb.token, TrafficAccessToken: traffic, Domain: &d}
+}
+
+func (f *Fake) detail(id string, sb *sandbox, tokens bool) e2b.SandboxDetail {
+	d := f.opts.Domain
+	state := "running"
+	if sb.paused {
+		state = "paused"
+	}
+	out := e2b.SandboxDetail{TemplateID: sb.template, Alias: sb.alias, SandboxID: id, ClientID: "6532622b",
+		StartedAt: sb.started, EndAt: sb.endAt, EnvdVersion: "0.4.2", CPUCount: 2, MemoryMB: 512, DiskSizeMB: 512,
+		Metadata: maps.Clone(sb.metadata), State: state}
+	if tokens {
+		out.EnvdAccessToken, out.Domain, out.AllowInternetAccess = sb.token, &d, sb.internet
+	}
+	return out
+}
+
+// template resolves a templateID: a known template, or a snapshot by id
+// or name (with or without its tag).
+func (f *Fake) template(id string) (snap *snapshot, ok bool) {
+	if slices.Contains(f.opts.Templates, id) {
+		return nil, true
+	}
+	for _, s := range f.snaps {
+		if s.id == id || strings.TrimSuffix(s.id, ":default") == id {
+			return s, true
+		}
+		for _, n := range s.names {
+			if n == id || strings.TrimSuffix(n, ":default") == id || strings.TrimPrefix(strings.TrimSuffix(n, ":default"), "fake-team/") == id {
+				return s, true
+			}
+		}
+	}
+	return nil, false
+}
+
+func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
+	var req e2b.NewSandbox
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if req.TemplateID == "" {
+		writeError(w, http.StatusBadRequest, "templateID is required")
+		return
+	}
+	f.mu.Lock()
+	snap, ok := f.template(req.TemplateID)
+	f.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "template '%s' not found", req.TemplateID)
+		return
+	}
+	timeout := req.Timeout
+	if timeout == 0 {
+		timeout = 15
+	}
+	id, sb, err := f.newSandbox(req.TemplateID, timeout, req.Metadata, req.EnvVars, snap)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	sb.internet = req.AllowInternetAccess
+	if req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic {
+		sb.traffic = token("")
+	}
+	fakecloud.WriteJSON(w, http.StatusCreated, f.wire(id, sb))
+}
+
+func (f *Fake) newSandbox(template string, timeout int, meta, env map[string]string, snap *snapshot) (string, *sandbox, error) {
+	fc, err := f.CreateSandbox("", nil)
+	if err != nil {
+		return "", nil, err
+	}
+	if snap != nil {
+		for _, d := range []string{"home", "workspace"} {
+			if out, err := exec.Command("cp", "-a", snap.dir+"/"+d+"/.", fc.Dir+"/"+d+"/").CombinedOutput(); err != nil {
+				return "", nil, fmt.Errorf("restoring snapshot: %v: %s", err, out)
+			}
+		}
+	}
+	now := time.Now().UTC()
+	sb := &sandbox{fc: fc, template: template, metadata: maps.Clone(meta), envVars: maps.Clone(env),
+		started: now, endAt: now.Add(time.Duration(timeout) * time.Second), token: token("ea_"), procs: map[int]*fproc{}}
+	if snap == nil {
+		sb.alias = template
+	}
+	f.mu.Lock()
+	f.sbs[fc.ID] = sb
+	f.mu.Unlock()
+	return fc.ID, sb, nil
+}
+
+// lookup finds the sandbox of {id}, answering 404 when it is gone.
+func (f *Fake) lookup(w http.ResponseWriter, r *http.Request) (string, *sandbox, bool) {
+	id := r.PathValue("id")
+	f.mu.Lock()
+	sb, ok := f.sbs[id]
+	f.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", id)
+	}
+	return id, sb, ok
+}
+
+func (f *Fake) get(w http.ResponseWriter, r *http.Request) {
+	id, sb, ok := f.lookup(w, r)
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	d := f.detail(id, sb, true)
+	f.mu.Unlock()
+	fakecloud.WriteJSON(w, http.StatusOK, d)
+}
+
+// list is GET /v2/sandboxes: metadata ("k=v&k2=v2", each URL-encoded),
+// state (running,paused; default both), limit and nextToken.
+func (f *Fake) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	want := map[string]string{}
+	if m := q.Get("metadata"); m != "" {
+		vals, err := url.ParseQuery(m)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid metadata query: %v", err)
+			return
+		}
+		for k, v := range vals {
+			want[k] = v[0]
+		}
+	}
+	states := map[string]bool{"running": true, "paused": true}
+	if s := q["state"]; len(s) > 0 {
+		states = map[string]bool{}
+		for _, v := range s {
+			for _, st := range strings.Split(v, ",") {
+				states[st] = true
+			}
+		}
+	}
+	f.mu.Lock()
+	var out []e2b.SandboxDetail
+	for id, sb := range f.sbs {
+		d := f.detail(id, sb, false)
+		if !states[d.State] {
+			continue
+		}
+		match := true
+		for k, v := range want {
+			if sb.metadata[k] != v {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, d)
+		}
+	}
+	f.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.After(out[j].StartedAt) })
+	start := 0
+	if t := q.Get("nextToken"); t != "" {
+		start, _ = strconv.Atoi(t)
+	}
+	limit := 100
+	if l, err := strconv.Atoi(q.Get("limit")); err == nil && l > 0 {
+		limit = l
+	}
+	start = min(start, len(out))
+	end := min(start+limit, len(out))
+	if end < len(out) {
+		w.Header().Set("X-Next-Token", strconv.Itoa(end))
+	}
+	page := out[start:end]
+	if page == nil {
+		page = []e2b.SandboxDetail{}
+	}
+	fakecloud.WriteJSON(w, http.StatusOK, page)
+}
+
+func (f *Fake) delete(w http.ResponseWriter, r *http.Request) {
+	id, _, ok := f.lookup(w, r)
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	delete(f.sbs, id)
+	f.mu.Unlock()
+	if _, err := f.DeleteSandbox(r.Context(), id); err != nil {
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (f *Fake) timeout(w http.ResponseWriter, r *http.Request) {
+	_, sb, ok := f.lookup(w, r)
+	if !ok {
+		return
+	}
+	var req e2b.TimeoutRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	f.mu.Lock()
+	sb.endAt = time.Now().UTC().Add(time.Duration(req.Timeout) * time.Second)
+	f.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (f *Fake) pause(w http.ResponseWriter, r *http.Request) {
+	id, sb, ok := f.lookup(w, r)
+	if !ok {
+		return
+	}
+	var req e2b.PauseRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sb.paused {
+		writeError(w, http.StatusConflict, "sandbox %s is already paused", id)
+		return
+	}
+	sb.paused = true
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (f *Fake) connect(w http.ResponseWriter, r *http.Request) {
+	id, sb, ok := f.lookup(w, r)
+	if !ok {
+		return
+	}
+	var req e2b.ConnectRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	f.mu.Lock()
+	status := http.StatusOK
+	if sb.paused {
+		sb.paused, status = false, http.StatusCreated
+	}
+	if req.Timeout > 0 { // connect only extends the timeout
+		if end := time.Now().UTC().Add(time.Duration(req.Timeout) * time.Second); end.After(sb.endAt) {
+			sb.endAt = end
+		}
+	}
+	out := f.wire(id, sb)
+	f.mu.Unlock()
+	fakecloud.WriteJSON(w, status, out)
+}
+
+func (f *Fake) network(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := f.lookup(w, r); ok {
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// takeSnapshot copies the sandbox's files into a new snapshot.
+func (f *Fake) takeSnapshot(id string, sb *sandbox, name string) (*snapshot, error) {
+	raw := token("")[:20]
+	s := &snapshot{id: raw + ":default", names: []string{}, from: id, created: time.Now().UTC()}
+	if name != "" {
+		s.id = "fake-team/" + name + ":default"
+		s.names = []string{s.id}
+	}
+	dir, err := os.MkdirTemp(f.snapDir(), "snap-")
+	if err != nil {
+		return nil, err
+	}
+	s.dir = dir
+	for _, d := range []string{"home", "workspace"} {
+		if err := os.Mkdir(dir+"/"+d, 0o755); err != nil {
+			return nil, err
+		}
+		if out, err := exec.Command("cp", "-a", sb.fc.Dir+"/"+d+"/.", dir+"/"+d+"/").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("%v: %s", err, out)
+		}
+	}
+	f.mu.Lock()
+	f.snaps[s.id] = s
+	f.mu.Unlock()
+	return s, nil
+}
+
+func (f *Fake) snapDir() string {
+	d := f.opts.BaseDir
+	if d == "" {
+		d = os.TempDir()
+	}
+	_ = os.MkdirAll(d, 0o755)
+	return d
+}
+
+func (f *Fake) snapshot(w http.ResponseWriter, r *http.Request) {
+	id, sb, ok := f.lookup(w, r)
+	if !ok {
+		return
+	}
+	var req e2b.SnapshotRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	s, err := f.takeSnapshot(id, sb, req.Name)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	fakecloud.WriteJSON(w, http.StatusCreated, e2b.SnapshotInfo{SnapshotID: s.id, Names: s.names})
+}
+
+func (f *Fake) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	from := r.URL.Query().Get("sandboxID")
+	f.mu.Lock()
+	var list []*snapshot
+	for _, s := range f.snaps {
+		if from == "" || s.from == from {
+			list = append(list, s)
+		}
+	}
+	f.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].created.After(list[j].created) })
+	out := []e2b.SnapshotInfo{}
+	for _, s := range list {
+		out = append(out, e2b.SnapshotInfo{SnapshotID: s.id, Names: s.names})
+	}
+	fakecloud.WriteJSON(w, http.StatusOK, out)
+}
+
+func (f *Fake) deleteTemplate(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	f.mu.Lock()
+	s, ok := f.template(id)
+	if ok && s != nil {
+		delete(f.snaps, s.id)
+	}
+	f.mu.Unlock()
+	if !ok || s == nil {
+		writeError(w, http.StatusNotFound, "template '%s' not found", id)
+		return
+	}
+	_ = os.RemoveAll(s.dir)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (f *Fake) fork(w http.ResponseWriter, r *http.Request) {
+	id, sb, ok := f.lookup(w, r)
+	if !ok {
+		return
+	}
+	var req e2b.ForkRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if req.Count == 0 {
+		req.Count = 1
+	}
+	if req.Timeout == 0 {
+		req.Timeout = 15
+	}
+	s, err := f.takeSnapshot(id, sb, "")
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	defer func() {
+		f.mu.Lock()
+		delete(f.snaps, s.id)
+		f.mu.Unlock()
+		_ = os.RemoveAll(s.dir)
+	}()
+	f.mu.Lock()
+	meta, env, tmpl := maps.Clone(sb.metadata), maps.Clone(sb.envVars), sb.template
+	f.mu.Unlock()
+	var out []e2b.ForkResult
+	for range req.Count {
+		nid, nsb, err := f.newSandbox(tmpl, req.Timeout, meta, env, s)
+		if err != nil {
+			out = append(out, e2b.ForkResult{Error: &e2b.ErrorBody{Code: 500, Message: err.Error()}})
+			continue
+		}
+		wire := f.wire(nid, nsb)
+		out = append(out, e2b.ForkResult{Sandbox: &wire})
+	}
+	fakecloud.WriteJSON(w, http.StatusCreated, out)
+}
+
+// Close destroys every sandbox and snapshot and stops the server.
+func (f *Fake) Close() {
+	f.Server.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, s := range f.snaps {
+		_ = os.RemoveAll(s.dir)
+		delete(f.snaps, id)
+	}
+}

@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -147,11 +148,42 @@ func New(opts Options) (*Fake, error) {
 	api("connect", "POST /sandboxes/{id}/connect", f.connect)
 	api("snapshot", "POST /sandboxes/{id}/snapshots", f.snapshot)
 	api("snapshots", "GET /snapshots", f.listSnapshots)
-	api("deleteTemplate", "DELETE /templates/{id}", f.deleteTemplate)
+	api("deleteTemplate", "DELETE /templates/{id...}", f.deleteTemplate)
 	api("fork", "POST /sandboxes/{id}/fork", f.fork)
 	api("network", "PUT /sandboxes/{id}/network", f.network)
 	f.envdRoutes()
+	s.Handle("port", "/_port/{id}/{port}/{rest...}", f.proxyPort)
 	return f, nil
+}
+
+// PortURL is where the fake serves a sandbox's port (the real
+// https://<port>-<id>.<domain> cannot resolve on loopback): a proxy to
+// the port on the host, which the fake's sandboxes share, that checks
+// the traffic token when the sandbox has one.
+func (f *Fake) PortURL(id string, port int) string {
+	return f.URL() + "/_port/" + id + "/" + strconv.Itoa(port)
+}
+
+func (f *Fake) proxyPort(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	sb, ok := f.sbs[r.PathValue("id")]
+	f.mu.Unlock()
+	port, err := strconv.Atoi(r.PathValue("port"))
+	if !ok || err != nil || sb.paused {
+		writeError(w, http.StatusBadGateway, "The sandbox is not running or was not found")
+		return
+	}
+	if sb.traffic != "" && r.Header.Get(e2b.HeaderTrafficToken) != sb.traffic {
+		writeError(w, http.StatusForbidden, "missing or invalid traffic access token")
+		return
+	}
+	target := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		pr.Out.URL.Path = "/" + r.PathValue("rest")
+		pr.Out.URL.RawPath = ""
+	}}
+	rp.ServeHTTP(w, r)
 }
 
 // URL is both the API URL and the sandbox (envd) URL.

@@ -87,6 +87,38 @@ type Fake struct {
 	mu    sync.Mutex
 	sbs   map[string]*sandbox  // by E2B id
 	snaps map[string]*snapshot // by snapshot id (with its tag)
+	marks []Mark
+}
+
+// Mark is a point a client marked with GET /_mark/{name}: the requests
+// the fake had served before it (marks and port traffic not counted).
+type Mark struct {
+	Name     string
+	Requests int
+}
+
+// Marks returns the marks so far.
+func (f *Fake) Marks() []Mark {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.marks)
+}
+
+// Routes are the names of the routes the fake serves (for Count).
+var Routes = []string{"create", "list", "get", "delete", "timeout", "pause", "connect", "snapshot", "snapshots",
+	"deleteTemplate", "fork", "network", "health", "files.read", "files.write", "start", "procConnect",
+	"list.processes", "sendInput", "streamInput", "closeStdin", "sendSignal", "update", "stat", "makeDir",
+	"move", "listDir", "remove"}
+
+// Total returns how many API and envd requests the fake has served.
+func (f *Fake) Total() int { return f.total() }
+
+func (f *Fake) total() int {
+	n := 0
+	for _, r := range Routes {
+		n += f.Count(r)
+	}
+	return n
 }
 
 type sandbox struct {
@@ -153,6 +185,12 @@ func New(opts Options) (*Fake, error) {
 	api("network", "PUT /sandboxes/{id}/network", f.network)
 	f.envdRoutes()
 	s.Handle("port", "/_port/{id}/{port}/{rest...}", f.proxyPort)
+	s.Handle("mark", "GET /_mark/{name}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.marks = append(f.marks, Mark{Name: r.PathValue("name"), Requests: f.total()})
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
 	return f, nil
 }
 
@@ -278,7 +316,7 @@ func (f *Fake) wire(id string, sb *sandbox) e2b.Sandbox {
 	}
 	d := f.opts.Domain
 	return e2b.Sandbox{TemplateID: sb.template, SandboxID: id, Alias: sb.alias, ClientID: "6532622b",
-		EnvdVersion: "0.4.2", EnvdAccessToken: sb.token, TrafficAccessToken: traffic, Domain: &d}
+		EnvdVersion: "0.5.7", EnvdAccessToken: sb.token, TrafficAccessToken: traffic, Domain: &d}
 }
 
 func (f *Fake) detail(id string, sb *sandbox, tokens bool) e2b.SandboxDetail {
@@ -288,7 +326,7 @@ func (f *Fake) detail(id string, sb *sandbox, tokens bool) e2b.SandboxDetail {
 		state = "paused"
 	}
 	out := e2b.SandboxDetail{TemplateID: sb.template, Alias: sb.alias, SandboxID: id, ClientID: "6532622b",
-		StartedAt: sb.started, EndAt: sb.endAt, EnvdVersion: "0.4.2", CPUCount: 2, MemoryMB: 512, DiskSizeMB: 512,
+		StartedAt: sb.started, EndAt: sb.endAt, EnvdVersion: "0.5.7", CPUCount: 2, MemoryMB: 512, DiskSizeMB: 512,
 		Metadata: maps.Clone(sb.metadata), State: state}
 	if tokens {
 		out.EnvdAccessToken, out.Domain, out.AllowInternetAccess = sb.token, &d, sb.internet

@@ -5,5 +5,6 @@ package main
 // flags, limits); adding a provider to corral is one line here.
 import (
 	_ "github.com/d10ffeed/corral/provider/docker"
+	_ "github.com/d10ffeed/corral/provider/e2b"
 	_ "github.com/d10ffeed/corral/provider/local"
 )

@@ -53,21 +53,24 @@ func TestErrors(t *testing.T) {
 }
 
 // TestDroppedStream is E2B issue 1587's failure: after one process's
-// output stream dies, the other streams must keep flowing. Three commands
-// write 256 KiB each; one Start stream is dropped after 64 KiB. The
-// dropped one's Wait re-attaches by pid (Connect); its process has ended
-// by then and envd forgets ended processes, so it is Unavailable, never a
-// made-up code.
+// output stream dies, the other streams must keep flowing, and a
+// re-attach must still work. Three commands write 256 KiB each and then
+// wait on a gate before exiting 5; one Start stream is dropped after
+// 64 KiB. The other two deliver every byte; the dropped one's Wait
+// re-attaches by pid (envd's Connect) and gets the real exit code once
+// the gate opens.
 func TestDroppedStream(t *testing.T) {
 	ctx := hangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{})
 	h := create(t, ctx, p, sandbox.CreateOptions{})
-	if err := h.FS().WriteFile(ctx, "gate", nil); err != nil {
-		t.Fatal(err)
+	for _, g := range []string{"gate1", "gate2"} {
+		if err := h.FS().WriteFile(ctx, g, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	const size = 256 << 10
-	script := `while [ -e gate ]; do sleep 0.05; done; head -c ` + "262144" + ` /dev/zero`
+	script := `while [ -e gate1 ]; do sleep 0.05; done; head -c 262144 /dev/zero; while [ -e gate2 ]; do sleep 0.05; done; exit 5`
 	drop := f.Inject("start", fakecloud.Fault{DropAfter: 64 << 10})
 	var procs []sandbox.Process
 	for range 3 {
@@ -75,43 +78,42 @@ func TestDroppedStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		go func() { _, _ = io.Copy(io.Discard, pr.Stderr()) }()
 		procs = append(procs, pr)
 	}
 	got := make([]int64, 3)
 	var wg sync.WaitGroup
 	for i, pr := range procs {
-		wg.Go(func() {
-			go func() { _, _ = io.Copy(io.Discard, pr.Stderr()) }()
-			got[i], _ = io.Copy(io.Discard, pr.Stdout())
-		})
+		wg.Go(func() { got[i], _ = io.CopyN(io.Discard, pr.Stdout(), size) })
 	}
-	if err := h.FS().RemoveAll(ctx, "gate"); err != nil {
+	if err := h.FS().RemoveAll(ctx, "gate1"); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	codes := make([]int, 3)
-	var errs []error
-	for i, pr := range procs {
-		c, err := pr.Wait(ctx)
-		codes[i] = c
-		errs = append(errs, err)
+	wg.Wait() // the two undropped streams delivered size bytes while all three still run
+	reattachesBefore := f.Count("procConnect")
+	if err := h.FS().RemoveAll(ctx, "gate2"); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("dropped streams %d; bytes delivered %v of %d each; exit codes %v (errors %v)", drop.Drops(), got, size, codes, errs)
+	codes := make([]int, 3)
+	errs := make([]error, 3)
+	for i, pr := range procs {
+		codes[i], errs[i] = pr.Wait(ctx)
+	}
+	t.Logf("dropped streams %d; bytes delivered %v of %d each; exit codes %v (errors %v); re-attaches %d",
+		drop.Drops(), got, size, codes, errs, f.Count("procConnect")-reattachesBefore)
 	if drop.Drops() != 1 {
 		t.Fatalf("the fault dropped %d streams, want 1", drop.Drops())
 	}
 	full := 0
 	for i := range got {
-		if got[i] == size && codes[i] == 0 && errs[i] == nil {
+		if errs[i] != nil || codes[i] != 5 {
+			t.Errorf("process %d: exit %d, %v; want 5", i, codes[i], errs[i])
+		}
+		if got[i] == size {
 			full++
 		}
 	}
-	if full != 2 {
-		t.Fatalf("%d of the 2 undropped streams delivered everything", full)
-	}
-	for i := range got {
-		if got[i] != size && sandbox.CodeOf(errs[i]) != sandbox.Unavailable {
-			t.Fatalf("the dropped process's Wait: %v, want Unavailable", errs[i])
-		}
+	if full != 2 || f.Count("procConnect")-reattachesBefore != 1 {
+		t.Fatalf("%d of the 2 undropped streams delivered everything; %d re-attaches, want 1", full, f.Count("procConnect")-reattachesBefore)
 	}
 }

@@ -2,8 +2,8 @@ package e2b_test
 
 import (
 	"bufio"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -243,7 +243,7 @@ func TestEnvdKillIsPIDOnly(t *testing.T) {
 	if _, err := pc.SendSignal(ctx, connect.NewRequest(&pb.SendSignalRequest{Process: &pb.ProcessSelector{Selector: &pb.ProcessSelector_Pid{Pid: pid}}, Signal: pb.Signal_SIGNAL_SIGKILL})); err != nil {
 		t.Fatal(err)
 	}
-	_ = st.Close() // the grandchild holds the output open: no end event comes
+	_ = st.Close()                                                                                                // the grandchild holds the output open: no end event comes
 	for deadline := time.Now().Add(20 * time.Second); fakecloud.Alive(int(pid)) && time.Now().Before(deadline); { // hang guard
 		time.Sleep(20 * time.Millisecond)
 	}

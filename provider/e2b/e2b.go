@@ -189,7 +189,7 @@ func (p *Provider) create(ctx context.Context, template string, opts sandbox.Cre
 	}
 	h, err := p.open(ctx, sb, opts.Env, true)
 	if err == nil && opts.SourceDir != "" {
-		err = upload(ctx, h.fs, opts.SourceDir)
+		err = h.uploadSource(ctx, opts.SourceDir)
 	}
 	if err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)

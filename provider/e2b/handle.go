@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
-	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -36,6 +33,9 @@ type handle struct {
 	run     *execproc.Runner
 	proc    processconnect.ProcessClient
 	fsc     filesystemconnect.FilesystemClient
+
+	envdBase string       // envd's base URL
+	envdHTTP *http.Client // adds envd's headers
 
 	env *execproc.Env // create env, then SetEnv overlays; never sent to E2B
 }
@@ -101,6 +101,7 @@ func (p *Provider) open(ctx context.Context, sb Sandbox, env map[string]string, 
 	}
 	hc := &http.Client{Transport: envdTransport{base: base, hdr: hdr}}
 	u := p.envdURL(sb.SandboxID, domain)
+	h.envdBase, h.envdHTTP = u, hc
 	h.proc = processconnect.NewProcessClient(hc, u)
 	h.fsc = filesystemconnect.NewFilesystemClient(hc, u)
 	root, err := h.workspace(ctx, fresh)
@@ -324,32 +325,4 @@ func Pause(ctx context.Context, hd sandbox.Handle, memory bool) error {
 		return nil
 	}
 	return err
-}
-
-// upload copies the host directory src into the workspace root through
-// the FS; a link is refused.
-func upload(ctx context.Context, fsys sandbox.FS, src string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		switch {
-		case d.IsDir():
-			return fsys.MkdirAll(ctx, rel)
-		case d.Type()&os.ModeSymlink != 0:
-			return fmt.Errorf("SourceDir holds a symbolic link (%s); the e2b provider uploads regular files only", rel)
-		case d.Type().IsRegular():
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return fsys.WriteFile(ctx, rel, data)
-		}
-		return nil
-	})
 }

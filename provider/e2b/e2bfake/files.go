@@ -105,7 +105,9 @@ func (f *Fake) writeFile(w http.ResponseWriter, r *http.Request) {
 			}
 			name := qpath
 			if name == "" {
-				name = part.FileName()
+				// The whole file name: Part.FileName keeps only its base.
+				_, cd, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+				name = cd["filename"]
 			}
 			if err := put(name, part); err != nil {
 				writeError(w, http.StatusInternalServerError, "error writing file: %v", err)

@@ -192,8 +192,9 @@ func (s *stream) CloseStdin() error {
 
 // Exit returns the code of the end event; when the stream ended without
 // one (it dropped, or was abandoned) it re-attaches with Connect by pid
-// and waits for the end there. envd forgets an ended process, so a
-// command that ended while detached has lost its code: Unavailable.
+// and waits for the end there (envd serves the end of a process that
+// ended in the last 30 s; one that ended earlier has lost its code:
+// Unavailable).
 func (s *stream) Exit(ctx context.Context) (int, error) {
 	if c := s.exit.Load(); c != nil {
 		return *c, nil

@@ -243,7 +243,10 @@ func TestEnvdKillIsPIDOnly(t *testing.T) {
 	if _, err := pc.SendSignal(ctx, connect.NewRequest(&pb.SendSignalRequest{Process: &pb.ProcessSelector{Selector: &pb.ProcessSelector_Pid{Pid: pid}}, Signal: pb.Signal_SIGNAL_SIGKILL})); err != nil {
 		t.Fatal(err)
 	}
-	_ = st.Close()                                                                                                // the grandchild holds the output open: no end event comes
+	ended := false
+	for st.Receive() { // envd stops forwarding on SIGKILL: the end comes though the grandchild holds the output
+		ended = ended || st.Msg().GetEvent().GetEnd() != nil
+	}
 	for deadline := time.Now().Add(20 * time.Second); fakecloud.Alive(int(pid)) && time.Now().Before(deadline); { // hang guard
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -264,9 +267,9 @@ func TestEnvdKillIsPIDOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	left := fakecloud.Alive(g2) || fakecloud.Alive(pr.PID())
-	t.Logf("envd SendSignal SIGKILL to pid %d: grandchild %d survived %v; provider Kill of pid %d: anything left %v",
-		pid, gpid, survived, pr.PID(), left)
-	if !survived || left {
+	t.Logf("envd SendSignal SIGKILL to pid %d: end event %v, grandchild %d survived %v; provider Kill of pid %d: anything left %v",
+		pid, ended, gpid, survived, pr.PID(), left)
+	if !survived || left || !ended {
 		t.Fatalf("survived %v (want true: envd kills one pid), left after the provider's kill %v (want false)", survived, left)
 	}
 }

@@ -115,10 +115,21 @@ type fproc struct {
 	cfg *pb.ProcessConfig
 	tag string
 
-	mu   sync.Mutex
-	subs map[*sub]struct{}
-	end  *pb.ProcessEvent_EndEvent
+	mu      sync.Mutex
+	subs    map[*sub]struct{}
+	end     *pb.ProcessEvent_EndEvent
+	outOff  chan struct{} // closed by SendSignal KILL/TERM: output forwarding stops (envd's outCancel)
+	outOnce sync.Once
 }
+
+// stopOutput stops forwarding output, as envd does on SIGKILL and
+// SIGTERM: the end event then follows the process's exit even when a
+// grandchild still holds its output open.
+func (fp *fproc) stopOutput() { fp.outOnce.Do(func() { close(fp.outOff) }) }
+
+// retention is how long envd keeps an ended process's end event for
+// Connect (terminatedRetentionTTL).
+const retention = 30 * time.Second
 
 // sub is one attached stream. A stream whose client is gone (ctx done)
 // is skipped, so it never stalls the others.
@@ -165,7 +176,8 @@ func (fp *fproc) publish(ev *pb.ProcessEvent) {
 	}
 }
 
-// pump reads the process's output until it ends, then publishes the end.
+// pump reads the process's output until it ends (or forwarding is
+// stopped), then publishes the end once the process exited.
 func (fp *fproc) pump(sb *sandbox, pid int) {
 	var wg sync.WaitGroup
 	for i, rd := range []interface{ Read([]byte) (int, error) }{fp.p.Stdout(), fp.p.Stderr()} {
@@ -174,6 +186,11 @@ func (fp *fproc) pump(sb *sandbox, pid int) {
 			for {
 				n, err := rd.Read(buf)
 				if n > 0 {
+					select {
+					case <-fp.outOff:
+						continue // drained, not forwarded
+					default:
+					}
 					b := append([]byte(nil), buf[:n]...)
 					d := &pb.ProcessEvent_DataEvent{}
 					if i == 0 {
@@ -189,7 +206,12 @@ func (fp *fproc) pump(sb *sandbox, pid int) {
 			}
 		})
 	}
-	wg.Wait()
+	outs := make(chan struct{})
+	go func() { wg.Wait(); close(outs) }()
+	select {
+	case <-outs:
+	case <-fp.outOff:
+	}
 	<-fp.p.Done()
 	fp.p.Release()
 	code := fp.p.ExitCode()
@@ -206,13 +228,12 @@ func (fp *fproc) pump(sb *sandbox, pid int) {
 		}
 		close(s.ch)
 	}
-	// envd forgets an ended process.
-	go func() {
-		time.Sleep(50 * time.Millisecond)
+	// envd keeps the end event for Connect for a while, then forgets.
+	time.AfterFunc(retention, func() {
 		sb.procsMu.Lock()
 		delete(sb.procs, pid)
 		sb.procsMu.Unlock()
-	}()
+	})
 }
 
 type procService struct {
@@ -270,7 +291,7 @@ func (ps *procService) Start(ctx context.Context, req *connect.Request[pb.StartR
 	if pid < 0 { // not found: envd runs through a shell in practice; keep the 127
 		pid = 0
 	}
-	fp := &fproc{p: p, cfg: cfg, tag: req.Msg.GetTag(), subs: map[*sub]struct{}{}}
+	fp := &fproc{p: p, cfg: cfg, tag: req.Msg.GetTag(), subs: map[*sub]struct{}{}, outOff: make(chan struct{})}
 	s, _ := fp.attach(ctx)
 	if pid > 0 {
 		sb.procsMu.Lock()
@@ -292,8 +313,11 @@ func (ps *procService) Connect(ctx context.Context, req *connect.Request[pb.Conn
 		return err
 	}
 	s, end := fp.attach(ctx)
-	if end != nil {
-		return connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", pid))
+	if end != nil { // ended within the retention: its start and end
+		if err := stream.Send(&pb.ConnectResponse{Event: &pb.ProcessEvent{Event: &pb.ProcessEvent_Start{Start: &pb.ProcessEvent_StartEvent{Pid: uint32(pid)}}}}); err != nil {
+			return err
+		}
+		return stream.Send(&pb.ConnectResponse{Event: &pb.ProcessEvent{Event: &pb.ProcessEvent_End{End: end}}})
 	}
 	dropAfter, drop := fakecloud.StreamFault(ctx)
 	return ps.serve(ctx, uint32(pid), s, func(ev *pb.ProcessEvent) error {
@@ -368,6 +392,9 @@ func (ps *procService) SendInput(ctx context.Context, req *connect.Request[pb.Se
 	if err != nil {
 		return nil, err
 	}
+	if fp.p.Exited() {
+		return nil, connect.NewError(connect.CodeNotFound, errors.New("process not found"))
+	}
 	if _, err := fp.p.WriteStdin(req.Msg.GetInput().GetStdin()); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("error writing to stdin: %w", err))
 	}
@@ -399,6 +426,7 @@ func (ps *procService) SendSignal(ctx context.Context, req *connect.Request[pb.S
 	default:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("invalid signal: %v", req.Msg.GetSignal()))
 	}
+	fp.stopOutput()
 	if err := fp.p.Signal(sig); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("error sending signal: %w", err))
 	}

@@ -19,7 +19,12 @@
 //     (Start, then any Connect by pid), and a dead stream never stalls the
 //     others (the fault of E2B issue 1587);
 //   - a dropped Start stream leaves the process running (no kill on
-//     disconnect); an ended process is forgotten, as envd forgets it;
+//     disconnect); Connect to a process that ended within the last 30 s
+//     streams its start and end (envd's retention), later it is NotFound;
+//   - SendSignal SIGKILL/SIGTERM stops the output forwarding, so the end
+//     event follows the process's exit even when a grandchild holds the
+//     output open (envd's outCancel); without a signal the end waits for
+//     the output to close, as envd's does;
 //   - pause makes envd answer 502 until connect resumes the sandbox;
 //     connect answers 200 for a running sandbox and 201 for a resumed one;
 //   - a snapshot is a template (a copy of the sandbox's files) that

@@ -302,3 +302,13 @@ func envdToken(t *testing.T, f interface{ URL() string }, id string) string {
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+func httpNewJSON(method, url, body string) (*http.Request, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err == nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, err
+}
+
+func httpDo(req *http.Request) (*http.Response, error) { return http.DefaultClient.Do(req) }

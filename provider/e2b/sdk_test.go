@@ -145,11 +145,17 @@ func TestRequestCounts(t *testing.T) {
 	ctx := hangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{})
-	ours := map[string]int{}
+	type cost struct {
+		req     int
+		in, out int64
+	}
+	ours := map[string]cost{}
 	count := func(name string, fn func()) {
 		before := f.Total()
+		in, out := f.Bytes()
 		fn()
-		ours[name] = f.Total() - before
+		in2, out2 := f.Bytes()
+		ours[name] = cost{f.Total() - before, in2 - in, out2 - out}
 	}
 	var h sandbox.Handle
 	count("create", func() { h = create(t, ctx, p, sandbox.CreateOptions{}) })
@@ -173,17 +179,23 @@ func TestRequestCounts(t *testing.T) {
 	f2 := newFake(t)
 	runSDK(t, f2, "SDKCHECK_ONLY=1")
 	marks := f2.Marks()
-	sdk := map[string]int{}
-	prev := 0
+	sdk := map[string]cost{}
+	var prev e2bfake.Mark
 	for i, m := range marks {
-		if i == 0 {
-			sdk["create"] = m.Requests
-		} else {
-			sdk[marks[i-1].Name] = m.Requests - prev
+		name := "create"
+		if i > 0 {
+			name = marks[i-1].Name
 		}
-		prev = m.Requests
+		sdk[name] = cost{m.Requests - prev.Requests, m.BytesIn - prev.BytesIn, m.BytesOut - prev.BytesOut}
+		prev = m
 	}
 	for _, op := range []string{"create", "exec", "write", "read"} {
-		t.Logf("%-6s corral %d requests, official SDK %d", op, ours[op], sdk[op])
+		o, s := ours[op], sdk[op]
+		t.Logf("%-6s corral %d requests (%d B up, %d B down), official SDK %d requests (%d B up, %d B down)", op, o.req, o.in, o.out, s.req, s.in, s.out)
+	}
+	for _, op := range []string{"exec", "read"} {
+		if ours[op].req > sdk[op].req {
+			t.Errorf("%s: corral needs %d requests, the SDK %d", op, ours[op].req, sdk[op].req)
+		}
 	}
 }

@@ -30,7 +30,7 @@ func (f *Fake) envdRoutes() {
 	_, ph := processconnect.NewProcessHandler(&procService{f: f})
 	_, fh := filesystemconnect.NewFilesystemHandler(&fsService{f: f})
 	rpc := func(route, method string, h http.Handler) {
-		f.Handle(route, "POST "+method, f.envdAuth(h.ServeHTTP))
+		f.Handle(route, "POST "+method, f.counted(f.envdAuth(h.ServeHTTP)))
 	}
 	rpc("start", processconnect.ProcessStartProcedure, ph)
 	rpc("procConnect", processconnect.ProcessConnectProcedure, ph)
@@ -52,8 +52,8 @@ func (f *Fake) envdRoutes() {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	f.Handle("files.read", "GET /files", f.envdAuth(f.readFile))
-	f.Handle("files.write", "POST /files", f.envdAuth(f.writeFile))
+	f.Handle("files.read", "GET /files", f.counted(f.envdAuth(f.readFile)))
+	f.Handle("files.write", "POST /files", f.counted(f.envdAuth(f.writeFile)))
 }
 
 // envdSandbox finds the sandbox a request to envd is for: the

@@ -93,6 +93,7 @@ type Fake struct {
 	sbs   map[string]*sandbox  // by E2B id
 	snaps map[string]*snapshot // by snapshot id (with its tag)
 	marks []Mark
+	bytes byteCount
 }
 
 // Mark is a point a client marked with GET /_mark/{name}: the requests
@@ -100,6 +101,8 @@ type Fake struct {
 type Mark struct {
 	Name     string
 	Requests int
+	// BytesIn and BytesOut are the body bytes received and sent before it.
+	BytesIn, BytesOut int64
 }
 
 // Marks returns the marks so far.
@@ -172,7 +175,7 @@ func New(opts Options) (*Fake, error) {
 	}
 	f := &Fake{Server: s, opts: opts, sbs: map[string]*sandbox{}, snaps: map[string]*snapshot{}}
 	api := func(route, pattern string, h func(http.ResponseWriter, *http.Request)) {
-		s.Handle(route, pattern, f.apiAuth(h))
+		s.Handle(route, pattern, f.counted(f.apiAuth(h)))
 	}
 	api("create", "POST /v2/sandboxes", f.create)
 	api("create", "POST /sandboxes", f.create)
@@ -192,7 +195,8 @@ func New(opts Options) (*Fake, error) {
 	s.Handle("port", "/_port/{id}/{port}/{rest...}", f.proxyPort)
 	s.Handle("mark", "GET /_mark/{name}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
-		f.marks = append(f.marks, Mark{Name: r.PathValue("name"), Requests: f.total()})
+		in, out := f.Bytes()
+		f.marks = append(f.marks, Mark{Name: r.PathValue("name"), Requests: f.total(), BytesIn: in, BytesOut: out})
 		f.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	})

@@ -143,4 +143,3 @@ func (f *Fake) fork(w http.ResponseWriter, r *http.Request) {
 	}
 	fakecloud.WriteJSON(w, http.StatusCreated, out)
 }
-

@@ -6,5 +6,6 @@ package main
 import (
 	_ "github.com/d10ffeed/corral/provider/daytona"
 	_ "github.com/d10ffeed/corral/provider/docker"
+	_ "github.com/d10ffeed/corral/provider/e2b"
 	_ "github.com/d10ffeed/corral/provider/local"
 )

@@ -134,7 +134,7 @@ func (s *Server) Handle(route, pattern string, h http.HandlerFunc) {
 		}
 		if !isUpgrade(r) && r.Body != nil {
 			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body)) // a body past 1 MiB goes on unrecorded
 			if len(body) > 0 {
 				s.mu.Lock()
 				s.bodies = append(s.bodies, Recorded{Route: route, Method: r.Method, Path: r.URL.Path, Body: body[:min(len(body), 64<<10)]})

@@ -7,7 +7,7 @@
 # the AG-UI packages the event tests validate against
 # (@ag-ui/core, @ag-ui/client: libraries, no binary), and the cloud
 # backends' official SDKs that the providers' tests drive against their
-# fakes (@daytonaio/sdk, e2b: libraries).
+# fakes (@daytonaio/sdk, e2b, @fly/sprites: libraries).
 #
 # CORRAL_AGENTS_DIR defaults to /opt/corral-agents. Versions are pinned
 # exactly; bump them here (npm view PACKAGE version) and nowhere else.
@@ -29,9 +29,10 @@ pkgs=(
   "@ag-ui/client@1.0.0"
   "@daytonaio/sdk@0.218.0"
   "e2b@2.51.0"
+  "@fly/sprites@0.1.0"
 )
 # "-": a library with no binary, checked by its package.json version alone.
-bins=(claude codex opencode - - - -)
+bins=(claude codex opencode - - - - -)
 
 warn() { printf 'setup-agents: %s\n' "$*" >&2; }
 fail() {

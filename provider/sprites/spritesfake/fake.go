@@ -401,3 +401,6 @@ func writeNDJSON(w http.ResponseWriter, v any) {
 		f.Flush()
 	}
 }
+
+// HTTPPort is the host port the Sprites' URLs reach.
+func (s *Server) HTTPPort() int { return s.opts.HTTPPort }

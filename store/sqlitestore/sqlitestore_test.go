@@ -15,6 +15,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envCrashChild) != "" {
+		os.Exit(crashChild())
+	}
 	storetest.Main(m, func(ctx context.Context, spec string) (store.Store, error) {
 		return sqlitestore.Open(ctx, spec, sqlitestore.Options{})
 	})

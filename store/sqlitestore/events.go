@@ -84,7 +84,8 @@ func (s *Store) ReadEvents(ctx context.Context, runID string, afterSeq int64, li
 		return nil, wrapErr(ctx, op, runID, err)
 	}
 	defer tx.Rollback()
-	if _, _, _, err := logState(ctx, tx, op, runID); err != nil {
+	rtx := inTx{r: &s.r, tx: tx}
+	if _, _, _, err := logState(ctx, rtx, op, runID); err != nil {
 		return nil, wrapErr(ctx, op, runID, err)
 	}
 	query := `SELECT seq, type, data, time FROM corral_run_events WHERE run_id = ? AND seq > ? ORDER BY seq`
@@ -92,7 +93,7 @@ func (s *Store) ReadEvents(ctx context.Context, runID string, afterSeq int64, li
 	if limit > 0 {
 		query, args = query+` LIMIT ?`, append(args, limit)
 	}
-	rows, err := tx.QueryContext(ctx, query, args...)
+	rows, err := rtx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, wrapErr(ctx, op, runID, err)
 	}
@@ -118,7 +119,7 @@ func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
 	if err := s.check(op, runID); err != nil {
 		return 0, err
 	}
-	_, last, _, err := logState(ctx, s.rdb, op, runID)
+	_, last, _, err := logState(ctx, &s.r, op, runID)
 	return last, wrapErr(ctx, op, runID, err)
 }
 
@@ -129,7 +130,7 @@ func (s *Store) LogSize(ctx context.Context, runID string) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT log_bytes FROM corral_runs WHERE id = ?`, runID).Scan(&n)
+	err := s.r.QueryRowContext(ctx, `SELECT log_bytes FROM corral_runs WHERE id = ?`, runID).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, storeutil.RunNotFound(op, runID)
 	}
@@ -158,6 +159,6 @@ func (s *Store) LogClosed(ctx context.Context, runID string) (bool, error) {
 	if err := s.check(op, runID); err != nil {
 		return false, err
 	}
-	_, _, closed, err := logState(ctx, s.rdb, op, runID)
+	_, _, closed, err := logState(ctx, &s.r, op, runID)
 	return closed, wrapErr(ctx, op, runID, err)
 }

@@ -33,3 +33,14 @@ func WriteSQL(ctx context.Context, s *Store, fail error, statements ...string) e
 		return fail
 	})
 }
+
+// NoStatementCache makes a fresh store run every statement as text, as
+// before the caches (for a comparison).
+func NoStatementCache(s *Store) {
+	s.r.mu.Lock()
+	s.r.off = true
+	s.r.mu.Unlock()
+	release := HoldWriter(s) // the writer's fields are its goroutine's
+	s.wconn.off = true
+	release()
+}

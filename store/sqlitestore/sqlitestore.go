@@ -60,15 +60,16 @@ type Options struct {
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
-	db     *sql.DB // the one writing connection (migrations, then the writer's)
-	rdb    *sql.DB // reading connections: queries only, deferred transactions
+	db     *sql.DB   // the one writing connection (migrations, then the writer's)
+	rdb    *sql.DB   // reading connections: queries only, deferred transactions
+	r      readStmts // rdb's prepared statements
 	path   string
 	log    *slog.Logger
 	leases lease.Registry
 	closed atomic.Bool
 
 	// The writer (writer.go): it owns wconn and takes writes from ops.
-	wconn      *sql.Conn
+	wconn      *writeConn
 	ops        chan *writeOp
 	quit       chan struct{}
 	writerDone chan struct{}
@@ -139,6 +140,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	rdb.SetMaxOpenConns(conns)
 	rdb.SetMaxIdleConns(conns)
 	s.rdb = rdb
+	s.r.db = rdb
 	if err := s.startWriter(ctx); err != nil {
 		rdb.Close()
 		db.Close()
@@ -157,7 +159,7 @@ func (s *Store) Close() error {
 	}
 	s.leases.ReleaseAll(5 * time.Second)
 	werr := s.stopWriter()
-	rerr := s.rdb.Close()
+	rerr := errors.Join(s.r.close(), s.rdb.Close())
 	return wrapErr(context.Background(), storeutil.OpClose, s.path, errors.Join(werr, s.db.Close(), rerr))
 }
 
@@ -294,7 +296,7 @@ func (s *Store) GetInstance(ctx context.Context, key string) (store.Instance, bo
 	if err := s.check(op, key); err != nil {
 		return store.Instance{}, false, err
 	}
-	row := s.rdb.QueryRowContext(ctx, `SELECT `+storeutil.InstanceColumns+` FROM sandbox_instances WHERE key = ?`, key)
+	row := s.r.QueryRowContext(ctx, `SELECT `+storeutil.InstanceColumns+` FROM sandbox_instances WHERE key = ?`, key)
 	in, err := storeutil.ScanInstance(row.Scan)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Instance{}, false, nil
@@ -380,7 +382,7 @@ func (s *Store) ListInstances(ctx context.Context, f store.InstanceFilter) ([]st
 		query += ` LIMIT ?`
 		args = append(args, f.Limit)
 	}
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, wrapErr(ctx, op, "", err)
 	}
@@ -444,7 +446,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, bool, error) 
 	if err := s.check(storeutil.OpGetRun, id); err != nil {
 		return store.Run{}, false, err
 	}
-	return getRun(ctx, s.rdb, storeutil.OpGetRun, id)
+	return getRun(ctx, &s.r, storeutil.OpGetRun, id)
 }
 
 // UpdateRun implements store.RunStore. Each patch field's presence, not its
@@ -506,7 +508,7 @@ func (s *Store) ClaimRun(ctx context.Context, id string, expectEpoch int64) (sto
 }
 
 func (s *Store) queryRuns(ctx context.Context, op, query string, args ...any) ([]store.Run, error) {
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, wrapErr(ctx, op, "", err)
 	}

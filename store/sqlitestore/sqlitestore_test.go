@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	})
 }
 
-func open(t *testing.T, path string) *sqlitestore.Store {
+func open(t testing.TB, path string) *sqlitestore.Store {
 	t.Helper()
 	s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
 	if err != nil {

@@ -97,7 +97,7 @@ func (s *Store) submit(ctx context.Context, fn func(ctx context.Context, c conn)
 }
 
 // writer is the Store's one writing goroutine: it owns c until Close.
-func (s *Store) writer(c *sql.Conn) {
+func (s *Store) writer(c *writeConn) {
 	defer close(s.writerDone)
 	batch := make([]*writeOp, 0, maxBatch)
 	for {
@@ -122,7 +122,7 @@ func (s *Store) writer(c *sql.Conn) {
 }
 
 // runBatch runs the batch's writes in one transaction and answers each.
-func (s *Store) runBatch(c *sql.Conn, batch []*writeOp) {
+func (s *Store) runBatch(c *writeConn, batch []*writeOp) {
 	live := batch[:0:0]
 	for _, o := range batch {
 		if !o.state.CompareAndSwap(opQueued, opTaken) {
@@ -185,7 +185,7 @@ func (s *Store) runBatch(c *sql.Conn, batch []*writeOp) {
 // abort rolls the batch back after a failure that ends its transaction:
 // the writes before from (that had succeeded) and from on all get cause;
 // a write that failed on its own keeps its own error.
-func (s *Store) abort(c *sql.Conn, live []*writeOp, errs []error, from int, cause error) {
+func (s *Store) abort(c *writeConn, live []*writeOp, errs []error, from int, cause error) {
 	_, _ = c.ExecContext(context.Background(), "ROLLBACK") // may find none: SQLite already rolled back
 	s.stats.aborted.Add(1)
 	for i, o := range live {
@@ -226,18 +226,18 @@ func (s *Store) startWriter(ctx context.Context) error {
 	if err != nil {
 		return wrapErr(ctx, storeutil.OpOpen, s.path, err)
 	}
-	s.wconn = c
+	s.wconn = newWriteConn(c)
 	s.ops = make(chan *writeOp)
 	s.quit = make(chan struct{})
 	s.writerDone = make(chan struct{})
-	go s.writer(c)
+	go s.writer(s.wconn)
 	return nil
 }
 
 // stopWriter stops the writer once its batch is done and returns its
-// connection to s.db.
+// connection (and its statements) to s.db.
 func (s *Store) stopWriter() error {
 	close(s.quit)
 	<-s.writerDone
-	return s.wconn.Close()
+	return s.wconn.close()
 }

@@ -12,10 +12,17 @@ import (
 
 // --- events ------------------------------------------------------------------
 
+// The statements ReadEvents runs in its transaction (Open prepares them).
+const (
+	logStateSQL        = `SELECT driver_epoch, last_seq, log_closed_at FROM corral_runs WHERE id = ?`
+	readEventsSQL      = `SELECT seq, type, data, time FROM corral_run_events WHERE run_id = ? AND seq > ? ORDER BY seq`
+	readEventsLimitSQL = readEventsSQL + ` LIMIT ?`
+)
+
 // logState reads what the fences need from the run row.
 func logState(ctx context.Context, q querier, op, runID string) (epoch, lastSeq int64, closed bool, err error) {
 	var closedAt *int64
-	err = q.QueryRowContext(ctx, `SELECT driver_epoch, last_seq, log_closed_at FROM corral_runs WHERE id = ?`, runID).
+	err = q.QueryRowContext(ctx, logStateSQL, runID).
 		Scan(&epoch, &lastSeq, &closedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, false, storeutil.RunNotFound(op, runID)
@@ -88,10 +95,10 @@ func (s *Store) ReadEvents(ctx context.Context, runID string, afterSeq int64, li
 	if _, _, _, err := logState(ctx, rtx, op, runID); err != nil {
 		return nil, wrapErr(ctx, op, runID, err)
 	}
-	query := `SELECT seq, type, data, time FROM corral_run_events WHERE run_id = ? AND seq > ? ORDER BY seq`
+	query := readEventsSQL
 	args := []any{runID, afterSeq}
 	if limit > 0 {
-		query, args = query+` LIMIT ?`, append(args, limit)
+		query, args = readEventsLimitSQL, append(args, limit)
 	}
 	rows, err := rtx.QueryContext(ctx, query, args...)
 	if err != nil {

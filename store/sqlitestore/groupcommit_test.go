@@ -299,3 +299,64 @@ func TestGroupCommitCloseMidLoad(t *testing.T) {
 	lost := checkAcked(t, s2, acked)
 	t.Logf("closed after 300 acknowledged writes (%d in all): %d lost", writes, lost)
 }
+
+// TestReadsShareOneConnection: with a single reading connection, 16
+// goroutines reading at once (ReadEvents in a transaction, LastSeq,
+// GetRun, LogSize) all finish: preparing a statement never waits for a
+// connection while another read holds it and waits for the cache.
+func TestReadsShareOneConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute) // a hang guard
+	defer cancel()
+	s, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "corral.db"), sqlitestore.Options{MaxOpenConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateRun(ctx, store.Run{ID: "r", ThreadID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvents(ctx, "r", 0, 1, []store.NewEvent{{Type: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for g := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				_, err := s.ReadEvents(ctx, "r", 0, 0)
+				if err == nil {
+					_, err = s.LastSeq(ctx, "r")
+				}
+				if err == nil {
+					_, _, err = s.GetRun(ctx, "r")
+				}
+				if err == nil {
+					_, err = s.LogSize(ctx, "r")
+				}
+				if err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for g, err := range errs {
+		if err != nil {
+			t.Errorf("reader %d: %v", g, err)
+		}
+	}
+	t.Logf("16 readers × 50 rounds of 4 reads on one connection: %d failed", len(errs)-countNil(errs))
+}
+
+func countNil(errs []error) int {
+	n := 0
+	for _, err := range errs {
+		if err == nil {
+			n++
+		}
+	}
+	return n
+}

@@ -141,6 +141,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	rdb.SetMaxIdleConns(conns)
 	s.rdb = rdb
 	s.r.db = rdb
+	for _, q := range []string{logStateSQL, readEventsSQL, readEventsLimitSQL} {
+		s.r.stmt(ctx, q)
+	}
 	if err := s.startWriter(ctx); err != nil {
 		rdb.Close()
 		db.Close()

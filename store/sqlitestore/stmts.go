@@ -91,18 +91,33 @@ type readStmts struct {
 
 var _ conn = (*readStmts)(nil)
 
-func (r *readStmts) stmt(ctx context.Context, query string) *sql.Stmt {
+// cached returns query's statement if it is prepared already.
+func (r *readStmts) cached(query string) *sql.Stmt {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if st, ok := r.cache[query]; ok {
+	return r.cache[query]
+}
+
+// stmt returns query's statement, preparing it if needed. It never holds
+// the lock while it prepares: preparing takes a connection of the pool,
+// and a transaction that holds the last one may be asking for the lock.
+func (r *readStmts) stmt(ctx context.Context, query string) *sql.Stmt {
+	r.mu.Lock()
+	st, ok := r.cache[query]
+	full := r.off || len(r.cache) >= maxStmts
+	r.mu.Unlock()
+	if ok || full {
 		return st
-	}
-	if r.off || len(r.cache) >= maxStmts {
-		return nil
 	}
 	st, err := r.db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.cache[query]; ok { // prepared meanwhile by another
+		_ = st.Close()
+		return prev
 	}
 	if r.cache == nil {
 		r.cache = make(map[string]*sql.Stmt)
@@ -132,28 +147,32 @@ func (r *readStmts) QueryRowContext(ctx context.Context, query string, args ...a
 	return r.db.QueryRowContext(ctx, query, args...)
 }
 
-// inTx is the cached statements bound to one read transaction.
+// inTx is the cached statements bound to one read transaction. It only
+// uses statements prepared already (binding one to the transaction's
+// connection needs no other): preparing one would wait for a second
+// connection while the transaction holds its own. Open prepares those
+// that ReadEvents runs.
 type inTx struct {
 	r  *readStmts
 	tx *sql.Tx
 }
 
 func (t inTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if st := t.r.stmt(ctx, query); st != nil {
+	if st := t.r.cached(query); st != nil {
 		return t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
 	return t.tx.ExecContext(ctx, query, args...)
 }
 
 func (t inTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if st := t.r.stmt(ctx, query); st != nil {
+	if st := t.r.cached(query); st != nil {
 		return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
 	return t.tx.QueryContext(ctx, query, args...)
 }
 
 func (t inTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if st := t.r.stmt(ctx, query); st != nil {
+	if st := t.r.cached(query); st != nil {
 		return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
 	return t.tx.QueryRowContext(ctx, query, args...)

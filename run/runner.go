@@ -228,8 +228,8 @@ func NewID(prefix string) string {
 	return fmt.Sprintf("%s-%x-%s", prefix, time.Now().UnixMilli(), hex.EncodeToString(b))
 }
 
-// Start takes the run's lease, creates its record claimed (so it can be
-// found at once), and starts driving it in the background: ensure the sandbox, start the
+// Start creates the run's record (so it can be found at once), claims it,
+// and starts driving it in the background: ensure the sandbox, start the
 // journaled agent, deliver its events. The run does not depend on ctx,
 // which bounds only the start itself: a caller that goes away detaches.
 func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error) {
@@ -276,27 +276,22 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 	}
 	rec.Prompt = req.Prompt
 	rec.PolicyUnenforced = policyNotice(h, def, req) // what the harness cannot enforce of the policy, said at start
-	// The driver's lease first, then the record created already claimed
-	// (epoch 1): two writes where create, lock and claim were three. A new
-	// id's lease is free; a process that finds the record before the
-	// driver runs sees the lease held and follows the log.
-	lease, got, err := r.store.TryLock(ctx, leaseName(id), r.opts.LeaseTTL)
+	if err := r.store.CreateRun(ctx, rec); err != nil {
+		return store.Run{}, err
+	}
+	lease, err := r.store.Lock(ctx, leaseName(id), r.opts.LeaseTTL)
 	if err != nil {
 		return store.Run{}, err
 	}
-	if !got {
-		return store.Run{}, sandbox.Errorf(sandbox.AlreadyExists, "run.start", id, "a run with this id is being driven")
-	}
-	now := store.Millis(time.Now())
-	rec.CreatedAt, rec.UpdatedAt, rec.DriverEpoch = now, now, 1
-	if err := r.store.CreateRun(ctx, rec); err != nil {
+	claimed, err := r.store.ClaimRun(ctx, id, 0)
+	if err != nil {
 		_ = lease.Release(context.WithoutCancel(ctx))
 		return store.Run{}, err
 	}
-	d := r.newDriver(rec, def, h, lease)
+	d := r.newDriver(claimed, def, h, lease)
 	d.start = &req
 	r.launch(d)
-	return rec, nil
+	return claimed, nil
 }
 
 // retiredOptionApprovals is the Options key that once carried approvals

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/d10ffeed/corral/provider/cloudhttp"
@@ -27,6 +28,12 @@ type handle struct {
 	fs   sandbox.FS
 	run  *execproc.Runner
 	env  *execproc.Env // create env, then SetEnv overlays; never sent to Daytona's configuration
+	// links is false while no symbolic link can stand in the workspace: a
+	// sandbox this handle made from Daytona's default snapshot, in which
+	// the handle has started no command yet. The file system skips the
+	// exec-backed link guard while it is false.
+	links atomic.Bool
+	pool  sessions
 }
 
 var _ sandbox.Handle = (*handle)(nil)
@@ -45,7 +52,7 @@ func (p *Provider) newHandle(sb Sandbox, env map[string]string) *handle {
 func (h *handle) setRoot(root string) {
 	h.root = root
 	h.run = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: h.sb.ID, Root: root,
-		Env: h.env.Copy, KillGrace: h.p.opts.KillGrace, Logger: h.p.log})
+		Env: h.env.Copy, Kill: h.kill, KillGrace: h.p.opts.KillGrace, Logger: h.p.log})
 	h.fs = fsys{h: h, FS: execfs.New(func(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
 		return h.run.Run(ctx, Name+".fs", cmd.Argv(), cmd.Stdin, "")
 	}, execfs.Options{Root: root, Provider: Name})}
@@ -68,11 +75,13 @@ func (h *handle) FS() sandbox.FS { return h.fs }
 
 // Exec runs cmd to completion.
 func (h *handle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
+	h.links.Store(true)
 	return h.run.Exec(ctx, cmd)
 }
 
 // Spawn starts cmd.
 func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
+	h.links.Store(true)
 	return h.run.Spawn(ctx, cmd)
 }
 

@@ -25,9 +25,10 @@ pkgs=(
   "opencode-ai@1.18.33"
   "@ag-ui/core@1.0.0"
   "@ag-ui/client@1.0.0"
+  "@vercel/sandbox@3.5.0"
 )
 # "-": a library with no binary, checked by its package.json version alone.
-bins=(claude codex opencode - -)
+bins=(claude codex opencode - - -)
 
 warn() { printf 'setup-agents: %s\n' "$*" >&2; }
 fail() {

@@ -2,6 +2,7 @@ package vercel
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -46,10 +47,35 @@ func (p *Provider) newHandle(ans SandboxAndSession, env map[string]string) *hand
 	h.root = root
 	h.run = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: h.name, Root: root,
 		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Logger: p.log})
-	h.fs = execfs.New(func(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
-		return h.run.Run(ctx, Name+".fs", cmd.Argv(), cmd.Stdin, "")
-	}, execfs.Options{Root: root, Provider: Name})
+	h.fs = execfs.New(h.fsRun, execfs.Options{Root: root, Provider: Name})
 	return h
+}
+
+// b64Stdout runs "$@" with its stdout base64-encoded and keeps its exit
+// status: the API carries output as JSON strings, which cannot hold
+// bytes that are not UTF-8, and a file read must be byte-exact.
+const b64Stdout = `exec 4>&1
+s=$( { { "$@"; echo $? >&3; } | base64 >&4; } 3>&1 )
+exit "$s"`
+
+// fsRun is execfs's Runner: one command, its stdout base64 on the wire.
+func (h *handle) fsRun(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
+	argv := append([]string{"sh", "-c", b64Stdout, "sh"}, cmd.Argv()...)
+	res, err := h.run.Run(ctx, Name+".fs", argv, cmd.Stdin, "")
+	if err != nil {
+		return nil, err
+	}
+	out, derr := base64.StdEncoding.DecodeString(strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == ' ' {
+			return -1
+		}
+		return r
+	}, string(res.Stdout)))
+	if derr != nil {
+		return nil, sandbox.Errorf(sandbox.Internal, Name+".fs", h.name, "the sandbox's base64 output does not decode: %v", derr)
+	}
+	res.Stdout = out
+	return res, nil
 }
 
 func (h *handle) session() string {

@@ -146,8 +146,8 @@ func (c *command) follow(w http.ResponseWriter, r *http.Request, enc *json.Encod
 		if len(lines) > 0 {
 			fl.Flush()
 		}
-		if done && len(lines) == 0 {
-			return true
+		if done {
+			return true // the exit is recorded after all output: nothing follows
 		}
 		select {
 		case <-ch:

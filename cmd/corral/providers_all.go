@@ -6,4 +6,5 @@ package main
 import (
 	_ "github.com/d10ffeed/corral/provider/docker"
 	_ "github.com/d10ffeed/corral/provider/local"
+	_ "github.com/d10ffeed/corral/provider/vercel"
 )

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,3 +100,19 @@ func TestOfficialSDK(t *testing.T) {
 		out["requests"], s.Count("create"), s.Count("get"), s.Count("run"), s.Count("logs"), s.Count("command"), s.Count("kill"),
 		s.Count("read"), s.Count("write"), s.Count("mkdir"), s.Count("snapshot"), s.Count("delete"))
 }
+
+// sdkDirOK reports whether the SDK is installed (without skipping).
+func sdkDirOK() (string, error) {
+	dir := os.Getenv("CORRAL_AGENTS_DIR")
+	if dir == "" {
+		dir = "/opt/corral-agents"
+	}
+	sdk := filepath.Join(dir, "node_modules", "@vercel", "sandbox")
+	if _, err := exec.LookPath("node"); err != nil {
+		return "", err
+	}
+	_, err := os.Stat(filepath.Join(sdk, "package.json"))
+	return sdk, err
+}
+
+func fmtSscan(s string, n *int) (int, error) { return fmt.Sscan(s, n) }

@@ -115,7 +115,7 @@ func New(opts Options) (*Provider, error) {
 	}
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+opts.Token)
-	h.Set("User-Agent", "corral (vercel sandbox provider)")
+	h.Set("User-Agent", "corral-provider-vercel/1")
 	c, err := cloudhttp.New(cloudhttp.Options{Provider: Name, BaseURL: strings.TrimRight(opts.APIURL, "/"), Header: h,
 		HTTPClient: opts.HTTPClient, Timeout: opts.CallTimeout, Sleep: opts.Sleep, Jitter: opts.Jitter, Log: log,
 		RequestIDHeaders: []string{"X-Vercel-Id", "X-Request-Id"}})
@@ -230,9 +230,6 @@ func (p *Provider) get(ctx context.Context, op, name string, resume bool) (*Sand
 	var ans SandboxAndSession
 	if _, err := p.call(ctx, cloudhttp.Request{Op: op, ID: name, Method: http.MethodGet,
 		Path: "/v2/sandboxes/" + url.PathEscape(name), Query: q}, &ans); err != nil {
-		if sandbox.CodeOf(err) == sandbox.NotFound {
-			return nil, sandbox.Errorf(sandbox.NotFound, op, name, "vercel sandbox %s is gone: %v", name, err)
-		}
 		return nil, err
 	}
 	if gone(ans.Session.Status) {

@@ -329,3 +329,16 @@ func (s *Server) snapshotJSON(sn *snapshot) map[string]any {
 	return map[string]any{"id": sn.id, "sourceSessionId": sn.session, "region": "iad1", "regions": []string{"iad1"},
 		"status": sn.status, "sizeBytes": sn.size, "createdAt": millis(sn.created), "updatedAt": millis(sn.updated)}
 }
+
+// LastCommand returns the session and id of the newest command of the
+// sandbox name's current session.
+func (s *Server) LastCommand(name string) (sid, id string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.sandboxes[name]
+	if sb == nil || len(sb.current.cmds) == 0 {
+		return "", "", false
+	}
+	c := sb.current.cmds[len(sb.current.cmds)-1]
+	return sb.current.id, c.id, true
+}

@@ -41,7 +41,7 @@ cj_dir=$1 cj_out=$2 cj_err=$3 cj_in=$4 cj_mode=$5 cj_diff=$6 cj_tok=$7 cj_flags=
 shift 8
 if [ "$cj_mode" = stdin ]; then IFS= read -r cj_nonce; else cj_nonce=$` + NonceEnv + `; fi
 unset ` + NonceEnv + `
-mkdir -p "$cj_dir" || exit 1
+[ -d "$cj_dir" ] || mkdir -p "$cj_dir" || exit 1
 ` + startLine + `
 ` + scopeFns + `
 cj_own= cj_keep= cj_nocg=
@@ -53,10 +53,11 @@ if [ -n "$cj_own" ]; then
   cj_pre=$(cs_initkids)
   printf '%s\n' "$cj_pre" >"$cj_out.pre" 2>/dev/null
 fi
-cj_cg=
-if [ -z "$cj_nocg" ] && cj_root=$(cs_v2root) && [ -n "$cj_root" ]; then
-  cj_cur=$(cs_cgof $$)
-  cj_cg=$cj_root${cj_cur%/}/corral-$cj_tok-$$
+cj_cg= cs_root=
+[ -z "$cj_nocg" ] && cs_v2root
+if [ -n "$cs_root" ]; then
+  cs_cgof $$
+  cj_cg=$cs_root${cs_cgp%/}/corral-$cj_tok-$$
   mkdir "$cj_cg" 2>/dev/null || cj_cg=
 fi
 # The agent's subshell joins the run's cgroup (where there is one) and
@@ -66,7 +67,19 @@ cj_enter() {
   export ` + RunMarkerEnv + `="$cj_tok:$$"
 }
 cj_tree=
-if [ "$cj_diff" = diff ] && cj_git=$(git rev-parse --git-dir 2>/dev/null); then
+# git runs only where a .git could make this a work tree (or GIT_DIR is
+# set): the walk up uses built-ins, so a plain directory costs no process.
+cj_ingit() {
+  [ -n "${GIT_DIR-}" ] && return 0
+  cj_d=. cj_i=0
+  while [ $cj_i -lt 128 ]; do
+    [ -e "$cj_d/.git" ] && return 0
+    [ "$cj_d" -ef "$cj_d/.." ] && return 1
+    cj_d=$cj_d/.. cj_i=$((cj_i+1))
+  done
+  return 0
+}
+if [ "$cj_diff" = diff ] && cj_ingit && cj_git=$(git rev-parse --git-dir 2>/dev/null); then
   cj_idx=$cj_dir/.index.$$
   cp "$cj_git/index" "$cj_idx" 2>/dev/null
   cj_tree=$(GIT_INDEX_FILE=$cj_idx git add -A . && GIT_INDEX_FILE=$cj_idx git write-tree) || cj_tree=

@@ -55,7 +55,10 @@
 //     matches and it is not a zombie, or else any such process; it is gone
 //     when there is none. A reused pid is not the wrapper; a rewritten
 //     start line can neither make a running wrapper look gone nor make
-//     another process pass for it.
+//     another process pass for it. A reader told by the process that
+//     spawned the wrapper that it exited (Reader.Exited, from StartWatch:
+//     the provider's Process.Wait returned) takes it as gone without that
+//     look.
 //
 // Guaranteed: an agent that knows the nonce and writes anything to its
 // output — or rewrites the journal — while its wrapper runs cannot end its

@@ -18,35 +18,60 @@ import (
 // The process handle is released: the agent is reached from now on only
 // through its journal (Reader, Probe, Kill), by this process or any other.
 func Start(ctx context.Context, h sandbox.Handle, spec Spec) error {
+	_, err := start(ctx, h, spec)
+	return err
+}
+
+// StartWatch is Start that also watches the wrapper through the process
+// handle the spawn returned: the channel is closed once the handle's Wait
+// returned the wrapper's exit code, which tells a Reader (Reader.Exited)
+// that the wrapper is gone without a look at the sandbox's processes. It
+// is never closed when that cannot be known (the wait failed, or ctx ended
+// first): ctx bounds the spawn and the watch, never the agent.
+func StartWatch(ctx context.Context, h sandbox.Handle, spec Spec) (<-chan struct{}, error) {
+	pr, err := start(ctx, h, spec)
+	if err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() {
+		if _, err := pr.Wait(ctx); err == nil {
+			close(exited)
+		}
+	}()
+	return exited, nil
+}
+
+func start(ctx context.Context, h sandbox.Handle, spec Spec) (sandbox.Process, error) {
 	if err := ctx.Err(); err != nil {
-		return sandbox.Wrap(sandbox.Canceled, "journal.start", spec.Paths.Token, err)
+		return nil, sandbox.Wrap(sandbox.Canceled, "journal.start", spec.Paths.Token, err)
 	}
 	caps := h.Capabilities()
 	stdin := caps.WritableStdin
 	spec.OwnProcessTable = spec.OwnProcessTable || caps.OwnProcessTable
 	cmd, err := Command(spec, stdin)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(spec.Stdin) > 0 && !stdin {
 		// Only a file can carry it: written before the agent starts.
 		res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `mkdir -p "$1" && cat > "$2"`, "corral-stdin", spec.Paths.Dir, spec.Paths.In}, Stdin: bytes.NewReader(spec.Stdin)})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if res.ExitCode != 0 {
-			return sandbox.Errorf(sandbox.Internal, "journal.start", spec.Paths.Token, "writing the agent's stdin file exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+			return nil, sandbox.Errorf(sandbox.Internal, "journal.start", spec.Paths.Token, "writing the agent's stdin file exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 		}
 	}
 	pr, err := h.Spawn(context.WithoutCancel(ctx), cmd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if stdin {
 		payload := append([]byte(spec.Nonce+"\n"), spec.Stdin...)
 		if _, err := pr.Stdin().Write(payload); err != nil {
 			_ = pr.Kill(context.WithoutCancel(ctx), 0)
-			return sandbox.Wrap(sandbox.Internal, "journal.start", spec.Paths.Token, err)
+			return nil, sandbox.Wrap(sandbox.Internal, "journal.start", spec.Paths.Token, err)
 		}
 		_ = pr.Stdin().Close()
 	}
@@ -58,7 +83,7 @@ func Start(ctx context.Context, h sandbox.Handle, spec Spec) error {
 			go func() { _, _ = io.Copy(io.Discard, r) }()
 		}
 	}
-	return nil
+	return pr, nil
 }
 
 // Status is what Probe found.
@@ -129,10 +154,10 @@ ck_w=$cj_wpid
 cs_stat /proc/$ck_w/stat || exit 0
 ck_t0=$cs_start
 ck_cg=
-ck_root=$(cs_v2root)
-if [ -n "$ck_root" ]; then
-  ck_cur=$(cs_cgof "$ck_w")
-  ck_cg=$ck_root${ck_cur%/}/corral-$ck_tok-$ck_w
+cs_v2root
+if [ -n "$cs_root" ]; then
+  cs_cgof "$ck_w"
+  ck_cg=$cs_root${cs_cgp%/}/corral-$ck_tok-$ck_w
   [ -d "$ck_cg" ] || ck_cg=
 fi
 ck_pre=

@@ -99,6 +99,13 @@ type Reader struct {
 	// is held whole up to 1.4 MiB) plus its chunk buffers, whatever the
 	// line length.
 	MaxLine int
+	// Exited, when set, is closed once the wrapper is known to have
+	// exited: the process that spawned it saw it end (StartWatch). The
+	// wrapper is then gone without a look at the sandbox's processes, so
+	// the exit (or the loss) costs one size check, and it is noticed at
+	// once instead of at the next poll. A reader without it (a takeover)
+	// finds the wrapper's end as before (see the package doc).
+	Exited <-chan struct{}
 }
 
 func (r *Reader) defaults() {
@@ -159,6 +166,24 @@ type readState struct {
 	started time.Time
 }
 
+// exited reports whether the wrapper is known to have exited (Reader.Exited).
+func (s *readState) exited() bool {
+	if s.r.Exited == nil {
+		return false
+	}
+	select {
+	case <-s.r.Exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// knownGone reports whether a poll can skip the liveness check: the
+// wrapper is known to have exited and the framer read the start line (so
+// it knows the journal's form).
+func (s *readState) knownGone() bool { return s.f.start != nil && s.exited() }
+
 // header is what a poll found: the wrapper's state, read first, then the
 // journal's size, then whether the journal has the current form.
 type header struct {
@@ -199,27 +224,40 @@ func (s *readState) settle(h header) (*Exit, error) {
 // /proc/PID/fdinfo tells tail's offset), or after 10 minutes of a gone
 // wrapper whatever tail's offset (its reader is stuck or dead), or after
 // 10 minutes without a start line. Whatever it did not send, the reader
-// polls. $1 journal, $2 offset+1.
-const followScript = aliveFn + `cf_j=$1
-mkdir -p "${cf_j%/*}" 2>/dev/null; : >>"$cf_j" 2>/dev/null
+// polls. The watchdog looks every second for its first ten looks, then
+// every five seconds: a reader that lives ends its follower itself, so
+// the watchdog only bounds a follower whose reader went away. When the
+// reader has read the start line it passes the wrapper's pid and start
+// time: while that process runs with that start time the watchdog needs no
+// other process (built-ins only), and it still runs the full check every
+// twelfth look, so a forged start line keeps an orphaned follower a minute
+// at most. $1 journal, $2 offset+1, $3 "PID:STARTTIME" or "".
+const followScript = aliveFn + `cf_j=$1 cf_wp=${3%%:*} cf_wt=${3#*:}
+[ -d "${cf_j%/*}" ] || mkdir -p "${cf_j%/*}" 2>/dev/null; : >>"$cf_j" 2>/dev/null
 tail -c "+$2" -f "$cf_j" 2>/dev/null &
 cf_t=$!
 (
-  cf_n=0 cf_g=0 cf_last=-1
+  cf_n=0 cf_g=0 cf_last=-1 cf_k=0 cf_w=1
   while kill -0 "$cf_t" 2>/dev/null; do
-    cj_alive "$cf_j"
-    case $? in
+    sleep $cf_w
+    cf_k=$((cf_k+1))
+    [ $cf_k -ge 10 ] && cf_w=5
+    if [ -n "$cf_wp" ] && [ $((cf_k % 12)) -ne 0 ] && IFS= read -r cf_st 2>/dev/null <"/proc/$cf_wp/stat" && cj_alive_stat "$cf_wt" ${cf_st##*) }; then
+      cf_r=0
+    else
+      cj_alive "$cf_j"; cf_r=$?
+    fi
+    case $cf_r in
     0) cf_n=0 cf_g=0 cf_last=-1 ;;
     1)
       cf_s=$(cj_size "$cf_j")
       cf_p=$(cj_readpos "$cf_t" "$cf_j")
       cf_g=$((cf_g+1))
       if [ "$cf_s" = "$cf_last" ] && { [ -z "$cf_p" ] || [ "$cf_p" -ge "$cf_s" ]; }; then kill "$cf_t" 2>/dev/null; exit 0; fi
-      [ "$cf_g" -gt 600 ] && { kill "$cf_t" 2>/dev/null; exit 0; }
+      [ "$cf_g" -gt 120 ] && { kill "$cf_t" 2>/dev/null; exit 0; }
       cf_last=$cf_s ;;
-    *) cf_n=$((cf_n+1)); [ "$cf_n" -gt 600 ] && { kill "$cf_t" 2>/dev/null; exit 0; } ;;
+    *) cf_n=$((cf_n+1)); [ "$cf_n" -gt 120 ] && { kill "$cf_t" 2>/dev/null; exit 0; } ;;
     esac
-    sleep 1
   done
 ) >/dev/null 2>&1 </dev/null &
 wait "$cf_t"
@@ -258,7 +296,11 @@ func (s *readState) followOnce(ctx context.Context) (*Exit, error) {
 	r := s.r
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pr, err := r.Handle.Spawn(fctx, sandbox.Command{Args: []string{"sh", "-c", followScript, "corral-follow", r.Paths.Journal, strconv.FormatInt(s.f.next()+1, 10)}})
+	wrapper := ""
+	if st := s.f.start; st != nil && st.Current {
+		wrapper = strconv.Itoa(st.PID) + ":" + strconv.FormatUint(st.StartTime, 10)
+	}
+	pr, err := r.Handle.Spawn(fctx, sandbox.Command{Args: []string{"sh", "-c", followScript, "corral-follow", r.Paths.Journal, strconv.FormatInt(s.f.next()+1, 10), wrapper}})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, s.canceled(ctx)
@@ -310,15 +352,35 @@ func (s *readState) followOnce(ctx context.Context) (*Exit, error) {
 	recheck := time.NewTimer(time.Hour)
 	recheck.Stop()
 	defer recheck.Stop()
-	var lastCheck time.Time
+	var lastCheck, sentinelAt time.Time
+	goneSize := int64(-1) // the size found after the wrapper was known to have exited
+	// exited fires once when the wrapper is known to have exited.
+	exited := r.Exited
 	// check looks at the wrapper when the journal, as received, ends with
-	// a sentinel: the exit if the wrapper is gone, else a look again later
-	// unless more bytes are on their way.
+	// a sentinel (or, once the wrapper is known to have exited, whatever it
+	// ends with): the exit (or the loss) if the wrapper is gone, else a
+	// look again later unless more bytes are on their way.
 	check := func() (*Exit, error) {
-		if !s.f.exitAtEnd() {
+		gone := s.knownGone()
+		if !s.f.exitAtEnd() && !gone {
 			return nil, nil
 		}
-		if wait := r.PollInterval - time.Since(lastCheck); wait > 0 {
+		if gone && s.f.next() < goneSize {
+			return nil, nil // the bytes up to that size are on their way
+		}
+		if !gone && exited != nil {
+			// The wrapper's exit will be told: it writes the sentinel
+			// last, so that is a matter of moments. Look anyway if it
+			// is not.
+			if sentinelAt.IsZero() {
+				sentinelAt = time.Now()
+			}
+			if wait := exitedWait - time.Since(sentinelAt); wait > 0 {
+				recheck.Reset(wait)
+				return nil, nil
+			}
+		}
+		if wait := r.PollInterval - time.Since(lastCheck); wait > 0 && !gone {
 			recheck.Reset(wait)
 			return nil, nil
 		}
@@ -330,7 +392,13 @@ func (s *readState) followOnce(ctx context.Context) (*Exit, error) {
 			}
 			return nil, err
 		}
-		x, err := s.f.decide(h.state == "gone", h.size, h.current)
+		var x *Exit
+		if gone {
+			goneSize = h.size
+			x, err = s.settle(h)
+		} else {
+			x, err = s.f.decide(h.state == "gone", h.size, h.current)
+		}
 		if x == nil && err == nil && h.size <= s.f.next() {
 			recheck.Reset(r.PollInterval)
 		}
@@ -360,19 +428,32 @@ func (s *readState) followOnce(ctx context.Context) (*Exit, error) {
 			if x, err := check(); x != nil || err != nil {
 				return x, err
 			}
+		case <-exited:
+			exited = nil
+			if x, err := check(); x != nil || err != nil {
+				return x, err
+			}
 		}
 	}
 }
+
+// exitedWait is how long a reader told of the wrapper's exit (Reader.Exited)
+// waits for it after the sentinel before it looks at the wrapper itself.
+const exitedWait = 2 * time.Second
 
 // pollScript prints a header line "<state> <size> <current>" — the
 // wrapper's state (missing, unstarted, alive, gone), read first, then the
 // journal's size, then 1 when the start line has the current form — then
 // the base64 of at most $3 of the journal's bytes after an offset. $1
-// journal, $2 offset+1, $3 max bytes.
+// journal, $2 offset+1, $3 max bytes, $4 "gone" when the wrapper is known
+// to have exited (Reader.Exited): no liveness check then, and the form is
+// printed as 0 (the reader read the start line itself).
 const pollScript = aliveFn + `cp_j=$1
 if [ ! -f "$cp_j" ]; then echo "missing 0 0"; exit 0; fi
+if [ "$4" = gone ]; then cp_a=gone; else
 cj_alive "$cp_j"
 case $? in 0) cp_a=alive ;; 1) cp_a=gone ;; *) cp_a=unstarted ;; esac
+fi
 echo "$cp_a $(cj_size "$cp_j") ${cj_wnew:-0}"
 if [ "$3" -gt 0 ]; then tail -c "+$2" "$cp_j" 2>/dev/null | head -c "$3" | base64; fi
 exit 0
@@ -381,7 +462,14 @@ exit 0
 // pollOnce reads the header and up to max new bytes.
 func (s *readState) pollOnce(ctx context.Context, max int) (header, []byte, error) {
 	r := s.r
-	res, err := r.Handle.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", pollScript, "corral-poll", r.Paths.Journal, strconv.FormatInt(s.f.next()+1, 10), strconv.Itoa(max)}})
+	if max == 0 && s.knownGone() {
+		return s.sizeOnce(ctx)
+	}
+	gone := ""
+	if s.knownGone() {
+		gone = "gone"
+	}
+	res, err := r.Handle.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", pollScript, "corral-poll", r.Paths.Journal, strconv.FormatInt(s.f.next()+1, 10), strconv.Itoa(max), gone}})
 	if err != nil {
 		return header{}, nil, err
 	}
@@ -399,6 +487,28 @@ func (s *readState) pollOnce(ctx context.Context, max int) (header, []byte, erro
 		return header{}, nil, sandbox.Wrap(sandbox.Internal, "journal.poll", r.Paths.Token, err)
 	}
 	return h, data, nil
+}
+
+// sizeOnce is the header of a wrapper known to have exited: the journal's
+// size, from one ls (no shell).
+func (s *readState) sizeOnce(ctx context.Context) (header, []byte, error) {
+	r := s.r
+	res, err := r.Handle.Exec(ctx, sandbox.Command{Args: []string{"ls", "-ln", "--", r.Paths.Journal}})
+	if err != nil {
+		return header{}, nil, err
+	}
+	if res.ExitCode != 0 {
+		return header{state: "missing"}, nil, nil
+	}
+	f := strings.Fields(string(res.Stdout))
+	var size int64
+	if len(f) >= 5 {
+		size, err = strconv.ParseInt(f[4], 10, 64)
+	}
+	if len(f) < 5 || err != nil {
+		return header{}, nil, sandbox.Errorf(sandbox.Internal, "journal.poll", r.Paths.Token, "unexpected ls output %q", res.Stdout)
+	}
+	return header{state: "gone", size: size}, nil, nil
 }
 
 // pollLoop polls in bounded chunks until the exit or the wrapper's loss;
@@ -444,10 +554,15 @@ func (s *readState) pollLoop(ctx context.Context, untilCaughtUp bool) (*Exit, er
 		if err := s.stalled(); err != nil {
 			return nil, err
 		}
+		var exited <-chan struct{}
+		if !s.exited() {
+			exited = r.Exited // a wrapper that exits ends the pause
+		}
 		select {
 		case <-ctx.Done():
 			return nil, s.canceled(ctx)
 		case <-time.After(r.PollInterval):
+		case <-exited:
 		}
 	}
 }

@@ -29,6 +29,15 @@ package journal
 //     daemon that cleared its environment and left its session. Daemons
 //     started before the run (by setup, say) are left alone.
 //
+// Where the run has its cgroup, the wrapper's kill once the agent exited
+// (grace 0) is the cgroup first: it is killed until empty, with built-ins,
+// then one grep looks for the marker; only when a live process still
+// carries it (it moved itself out of the cgroup, as root can) do the other
+// rules run (their scans cost a read per byte per process, for every
+// process of a shared host table). A process that left the cgroup and
+// cleared its environment is not found at the run's end; a cancel (Kill)
+// applies every rule.
+//
 // Every member found is stopped at once (SIGSTOP), so a fork bomb cannot
 // grow while the scan goes on; the scan repeats until it finds nobody new;
 // then everything is killed and the kill is verified. The killing shell,
@@ -66,16 +75,39 @@ const RunMarkerEnv = "CORRAL_RUN"
 //	                   SIGKILL. Prints nothing; returns when no member is
 //	                   left (or after bounded rounds).
 const scopeFns = `cs_v2root() {
+  cs_root=
   while read -r cs_a cs_mp cs_fs cs_b; do
-    [ "$cs_fs" = cgroup2 ] && { echo "$cs_mp"; return 0; }
+    [ "$cs_fs" = cgroup2 ] && { cs_root=$cs_mp; return 0; }
   done </proc/self/mounts 2>/dev/null
   return 0
 }
 cs_cgof() {
+  cs_cgp=
   while IFS= read -r cs_l; do
-    case $cs_l in 0::*) echo "${cs_l#0::}"; return 0 ;; esac
+    case $cs_l in 0::*) cs_cgp=${cs_l#0::}; return 0 ;; esac
   done </proc/$1/cgroup 2>/dev/null
   return 0
+}
+cs_cgclear() {
+  # Built-ins only: kill the cgroup's members until it is empty; 0 once it
+  # is, 1 when it would not empty (bounded).
+  cs_i=0
+  while [ $cs_i -lt 400 ]; do
+    cs_any=
+    while IFS= read -r cs_p; do cs_any=1; break; done <"$cs_cg/cgroup.procs" 2>/dev/null || return 1
+    [ -z "$cs_any" ] && return 0
+    if [ -w "$cs_cg/cgroup.kill" ]; then
+      echo 1 >"$cs_cg/cgroup.kill" 2>/dev/null
+    else
+      [ -w "$cs_cg/cgroup.freeze" ] && echo 1 >"$cs_cg/cgroup.freeze" 2>/dev/null
+      cs_all=" "
+      while IFS= read -r cs_p; do cs_all="$cs_all$cs_p "; done <"$cs_cg/cgroup.procs"
+      kill -KILL $cs_all 2>/dev/null
+      [ -w "$cs_cg/cgroup.freeze" ] && echo 0 >"$cs_cg/cgroup.freeze" 2>/dev/null
+    fi
+    cs_i=$((cs_i+1))
+  done
+  return 1
 }
 cs_stat() {
   cs_pid= cs_st=
@@ -209,6 +241,25 @@ cs_kill() {
   # what built-ins alone can find (the cgroup, groups and sessions, orphans
   # in an own process table). A fork bomb may hold every process slot, and
   # a shell that cannot fork exits: nothing below forks until it is dead.
+  # Where the run has a cgroup of its own, that is all it takes once the
+  # agent exited: every process the run started is in it (leaving it needs
+  # write access to the cgroup tree), so an emptied cgroup ends the kill
+  # without a scan of the process table (which costs one read per byte per
+  # process in a shell, and grows with every process on the host).
+  if [ "$cs_grace" = 0 ] && [ -n "$cs_cg" ] && cs_cgclear; then
+    # The cgroup is empty. A process that left it (its uid may write the
+    # cgroup tree: root can) but kept the marker is found by one grep; only
+    # when one lives do the other rules run.
+    cs_esc=
+    for cs_f in $(grep -l -a -z -x -F -- "${cs_mark}=$cs_tok" /proc/[0-9]*/environ 2>/dev/null); do
+      cs_p=${cs_f#/proc/}; cs_p=${cs_p%/environ}
+      case "$cs_excl" in *" $cs_p "*) continue ;; esac
+      cs_stat /proc/$cs_p/stat || continue
+      case $cs_st in Z|X) continue ;; esac
+      cs_esc=1; break
+    done
+    [ -z "$cs_esc" ] && return 0
+  fi
   [ "$cs_grace" = 0 ] && cs_rounds cs_base ""
   printf 'a\000b\000' | grep -q -a -z -x -F b 2>/dev/null && cs_nulok=1
   cs_members; cs_scan

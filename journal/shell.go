@@ -103,9 +103,15 @@ case $cj_t in ''|*[!0-9]*) cj_t=0 ;; esac
 printf '{"__start":%d,"__t":%s}\n' "$$" "$cj_t" >>"$cj_out"`
 
 // endLine is the wrapper's first step after the agent and its processes
-// are gone: it ends an unterminated last line of the agent (the last byte
-// is read through wc -l, which sees a NUL where command substitution would
-// drop it), then writes the end line {"__end":"NONCE"}. The diff line, if
-// any, and the exit sentinel follow it.
-const endLine = `case $(tail -c 1 "$cj_out" | wc -l) in *1*) ;; *) printf '\n' >>"$cj_out" ;; esac
+// are gone: it ends an unterminated last line of the agent, then writes
+// the end line {"__end":"NONCE"}. The diff line, if any, and the exit
+// sentinel follow it. The last byte is read by one tail: the "." after it
+// keeps a newline from being stripped by the command substitution, which
+// is then exactly "<newline>." only when the last byte is a newline (a NUL,
+// which shells drop, or an empty journal leaves "." alone).
+const endLine = `case $(tail -c 1 "$cj_out" 2>/dev/null; echo .) in
+'
+.') ;;
+*) printf '\n' >>"$cj_out" ;;
+esac
 printf '{"__end":"%s"}\n' "$cj_nonce" >>"$cj_out"`

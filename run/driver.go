@@ -41,8 +41,9 @@ type driver struct {
 	err       error         // why driving stopped early, if it did
 
 	handle  sandbox.Handle
-	cleanup []string // workspace paths to remove after the run
-	remove  []string // absolute sandbox paths to remove after the run
+	exited  <-chan struct{} // closed once the wrapper this driver started exited; nil for a takeover
+	cleanup []string        // workspace paths to remove after the run
+	remove  []string        // absolute sandbox paths to remove after the run
 	tr      harness.Translator
 	scrub   *scrubber // the run's secret values; nil when it has none
 	agui    aguiState // what the events left open, the approvals asked
@@ -203,7 +204,10 @@ func (d *driver) startAgent() error {
 			d.remove = append(d.remove, c)
 		}
 	}
-	return journal.Start(d.ctx, d.handle, journal.Spec{Paths: paths, Nonce: d.run.JournalNonce, Agent: inv.Command, Stdin: inv.Stdin, Diff: true, KeepBackground: d.def.Lifecycle.KeepBackground})
+	// The driver that starts the agent watches its wrapper: the reader
+	// then knows the wrapper's end without looking for it.
+	d.exited, err = journal.StartWatch(d.ctx, d.handle, journal.Spec{Paths: paths, Nonce: d.run.JournalNonce, Agent: inv.Command, Stdin: inv.Stdin, Diff: true, KeepBackground: d.def.Lifecycle.KeepBackground})
+	return err
 }
 
 var errCancelledBeforeStart = errors.New("run: cancelled before the agent started")
@@ -227,7 +231,7 @@ func (d *driver) follow() error {
 		return err
 	}
 	rd := &journal.Reader{Handle: d.handle, Paths: paths, Nonce: d.run.JournalNonce, Strategy: d.r.opts.Strategy,
-		PollInterval: d.r.opts.PollInterval, FirstByteTimeout: d.r.opts.FirstByteTimeout}
+		PollInterval: d.r.opts.PollInterval, FirstByteTimeout: d.r.opts.FirstByteTimeout, Exited: d.exited}
 	if rd.FirstByteTimeout == 0 && d.start == nil {
 		// A taken-over run's journal exists or never will.
 		rd.FirstByteTimeout = 10 * time.Second

@@ -4,8 +4,10 @@
 #
 #   $CORRAL_AGENTS_DIR/node_modules/.bin/{claude,codex,opencode}
 #
-# and the AG-UI packages the event tests validate against
-# (@ag-ui/core, @ag-ui/client: libraries, no binary).
+# the AG-UI packages the event tests validate against
+# (@ag-ui/core, @ag-ui/client: libraries, no binary), and the cloud
+# backends' official SDKs that the providers' tests drive against their
+# fakes (@daytonaio/sdk, e2b: libraries).
 #
 # CORRAL_AGENTS_DIR defaults to /opt/corral-agents. Versions are pinned
 # exactly; bump them here (npm view PACKAGE version) and nowhere else.
@@ -25,10 +27,12 @@ pkgs=(
   "opencode-ai@1.18.33"
   "@ag-ui/core@1.0.0"
   "@ag-ui/client@1.0.0"
+  "@daytonaio/sdk@0.218.0"
+  "e2b@2.51.0"
   "@vercel/sandbox@3.5.0"
 )
 # "-": a library with no binary, checked by its package.json version alone.
-bins=(claude codex opencode - - -)
+bins=(claude codex opencode - - - - -)
 
 warn() { printf 'setup-agents: %s\n' "$*" >&2; }
 fail() {

@@ -54,6 +54,8 @@ type envOptions struct {
 	Extra   []harness.Harness               // harnesses besides command
 	// Workspace is every definition's workspace (default: empty).
 	Workspace *sandbox.Workspace
+	// Decorate, when set, wraps every sandbox handle (sandbox.GuardOptions).
+	Decorate func(sandbox.Handle) sandbox.Handle
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -71,9 +73,13 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if len(o.Defs) == 0 {
 		o.Defs = []string{"default"}
 	}
+	var prov sandbox.Provider = p
+	if o.Decorate != nil {
+		prov = sandbox.Guard(p, sandbox.GuardOptions{Decorate: o.Decorate})
+	}
 	var defs []*sandbox.Definition
 	for _, id := range o.Defs {
-		defs = append(defs, &sandbox.Definition{ID: id, Provider: p, Workspace: o.Workspace})
+		defs = append(defs, &sandbox.Definition{ID: id, Provider: prov, Workspace: o.Workspace})
 	}
 	if o.RunOpts.PollInterval == 0 {
 		o.RunOpts.PollInterval = 50 * time.Millisecond

@@ -20,7 +20,7 @@ func startAgent(t *testing.T, ctx context.Context, h sandbox.Handle, agent func(
 		t.Fatal(err)
 	}
 	nonce := journal.NewNonce()
-	if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: agent(p, nonce)}); err != nil {
+	if err := launch(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: agent(p, nonce)}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeJournal(h, p) })
@@ -204,7 +204,7 @@ func (s *suite) testForgedDiffInGitTree(t *testing.T) {
 	nonce := journal.NewNonce()
 	forged := string(journal.EndLine(nonce)) + string(journal.DiffLine([]byte("diff --git a/forged b/forged\n"), false, nonce))
 	agent := sandbox.Command{Args: []string{"sh", "-c", `printf 'real\n' > real.txt; printf '%s' "$1"`, "agent", forged}}
-	if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: agent, Diff: true}); err != nil {
+	if err := launch(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: agent, Diff: true}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeJournal(h, p) })

@@ -158,7 +158,7 @@ func (s *suite) testFollowerKilled(t *testing.T, st journal.Strategy, what strin
 		pats, rounds, kills = `"$TP"`, 3, 3
 	}
 	wait := `[ -z "$(fresh "$pat")" ]`
-	if st != journal.Follow {
+	if st != journal.Follow && st != watched {
 		wait, kills = "false", 0
 	}
 	script := `SP="*corral-""follow $J *" TP="tail"" -c * -f $J *"

@@ -40,7 +40,7 @@ func Run(t *testing.T, h Harness) {
 	strategies := []journal.Strategy{journal.Poll}
 	caps := h.Provider.Capabilities()
 	if journal.StrategyFor(caps) == journal.Follow {
-		strategies = append(strategies, journal.Follow)
+		strategies = append(strategies, journal.Follow, watched)
 	} else {
 		t.Logf("follow strategy not used: provider %q does not claim backgroundProcesses and killableProcesses", h.Provider.Name())
 	}
@@ -114,7 +114,7 @@ func start(t *testing.T, ctx context.Context, h sandbox.Handle, script string) (
 		t.Fatal(err)
 	}
 	nonce := journal.NewNonce()
-	if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: script}}); err != nil {
+	if err := launch(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: script}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeJournal(h, p) })
@@ -129,8 +129,33 @@ func removeJournal(h sandbox.Handle, p journal.Paths) {
 	_ = journal.Remove(ctx, h, p)
 }
 
+// watched is the follow strategy as the driver that started the agent
+// reads it: with Reader.Exited from journal.StartWatch.
+const watched journal.Strategy = "follow+exited"
+
+// exited maps a journal's path to the channel journal.StartWatch returned
+// for it.
+var exited sync.Map
+
+// launch starts a journaled agent as the driver does (journal.StartWatch)
+// and keeps the channel for readers of the watched strategy.
+func launch(ctx context.Context, h sandbox.Handle, spec journal.Spec) error {
+	ch, err := journal.StartWatch(ctx, h, spec)
+	if err == nil {
+		exited.Store(spec.Paths.Journal, ch)
+	}
+	return err
+}
+
 func reader(h sandbox.Handle, p journal.Paths, nonce string, st journal.Strategy) *journal.Reader {
-	return &journal.Reader{Handle: h, Paths: p, Nonce: nonce, Strategy: st, PollInterval: 50 * time.Millisecond}
+	r := &journal.Reader{Handle: h, Paths: p, Nonce: nonce, Strategy: st, PollInterval: 50 * time.Millisecond}
+	if st == watched {
+		r.Strategy = journal.Follow
+		if ch, ok := exited.Load(p.Journal); ok {
+			r.Exited = ch.(<-chan struct{})
+		}
+	}
+	return r
 }
 
 func collect(t *testing.T, ctx context.Context, r *journal.Reader, from int64) ([]journal.Line, journal.Exit, error) {
@@ -303,7 +328,7 @@ func (s *suite) testHostileRunID(t *testing.T) {
 		t.Fatal(err)
 	}
 	nonce := journal.NewNonce()
-	if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Args: []string{"echo", "hostile"}}}); err != nil {
+	if err := launch(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Args: []string{"echo", "hostile"}}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeJournal(h, p) })
@@ -416,7 +441,7 @@ func (s *suite) testSweep(t *testing.T) {
 		ids = append(ids, id)
 		p, _ := journal.PathsFor(dir, id)
 		nonce := journal.NewNonce()
-		if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: "echo x; echo e >&2"}}); err != nil {
+		if err := launch(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: "echo x; echo e >&2"}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0); err != nil {
@@ -478,7 +503,7 @@ func (s *suite) testStdin(t *testing.T) {
 			}
 			nonce := journal.NewNonce()
 			prompt := "line one\nline 'two' $HOME\n"
-			if err := journal.Start(ctx, hh, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Args: []string{"cat"}}, Stdin: []byte(prompt)}); err != nil {
+			if err := launch(ctx, hh, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Args: []string{"cat"}}, Stdin: []byte(prompt)}); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { removeJournal(h, p) })
@@ -506,7 +531,7 @@ func (s *suite) testDiff(t *testing.T) {
 	}
 	nonce := journal.NewNonce()
 	agent := `printf 'new\n' > tracked.txt; printf 'brand new\n' > untracked.txt; echo done`
-	if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: agent}, Diff: true}); err != nil {
+	if err := launch(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: agent}, Diff: true}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeJournal(h, p) })

@@ -22,6 +22,7 @@ func (s *suite) scopeCases(t *testing.T) {
 	t.Run("NothingOutlivesTheRun", s.testScopeAfterRun)
 	t.Run("NothingOutlivesCancel", s.testScopeCancel)
 	t.Run("ForkBomb", s.testScopeForkBomb)
+	t.Run("LeftItsCgroup", s.testScopeLeftCgroup)
 	t.Run("KeepBackground", s.testScopeKeep)
 	t.Run("OtherRunsUntouched", s.testScopeOthers)
 }
@@ -89,7 +90,7 @@ func (s *suite) startSpec(t *testing.T, ctx context.Context, h sandbox.Handle, s
 		t.Fatal(err)
 	}
 	spec.Paths, spec.Nonce = p, journal.NewNonce()
-	if err := journal.Start(ctx, h, spec); err != nil {
+	if err := launch(ctx, h, spec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeJournal(h, p) })
@@ -186,6 +187,37 @@ echo bombed
 	}
 }
 
+// testScopeLeftCgroup is an agent that moves a background process out of
+// the run's cgroup into the cgroup root (which its uid may write where it
+// is root, as the local provider's agent is on a CI machine) before it
+// exits: the end of the run must still find it by its marker.
+func (s *suite) testScopeLeftCgroup(t *testing.T) {
+	ctx, h := s.sandbox(t)
+	m := mark()
+	t.Cleanup(func() { killMarked(h, m) })
+	agent := fmt.Sprintf(`root=
+while read -r a mp fs b; do [ "$fs" = cgroup2 ] && { root=$mp; break; }; done </proc/self/mounts
+sh -c 'echo $$ >"$1/cgroup.procs" 2>/dev/null && echo moved; exec sleep %[1]d' corral-escape "$root" </dev/null &
+sleep 1
+grep '^0::' /proc/self/cgroup || echo 'no cgroup v2'
+exit 0
+`, m)
+	p, nonce := s.startSpec(t, ctx, h, journal.Spec{Agent: sandbox.Command{Shell: agent}})
+	lines, _, err := collect(t, ctx, reader(h, p, nonce, journal.Poll), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := false
+	for _, l := range lines {
+		moved = moved || string(l.Data) == "moved"
+	}
+	left := leftovers(t, ctx, h, m)
+	t.Logf("a process that left the run's cgroup (moved: %v, cgroup: %v): %d of 1 left after the run", moved, contained(lines, p), left)
+	if left != 0 {
+		t.Errorf("%d processes outlived the run after leaving its cgroup", left)
+	}
+}
+
 func (s *suite) testScopeKeep(t *testing.T) {
 	ctx, h := s.sandbox(t)
 	m := mark()
@@ -215,7 +247,7 @@ func (s *suite) testScopeOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 		nonce := journal.NewNonce()
-		if err := journal.Start(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: script}}); err != nil {
+		if err := launch(ctx, h, journal.Spec{Paths: p, Nonce: nonce, Agent: sandbox.Command{Shell: script}}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { removeJournal(h, p) })

@@ -1,0 +1,67 @@
+package daytona_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/provider/daytona"
+	"github.com/d10ffeed/corral/provider/daytona/daytonafake"
+)
+
+const testKey = "dtn-test-key-5b1c9e"
+
+// newFake starts the Daytona fake on loopback; it is closed (every
+// sandbox destroyed) when the test ends.
+func newFake(t *testing.T) *daytonafake.Server {
+	t.Helper()
+	s, err := daytonafake.New(fakecloud.Options{BaseDir: t.TempDir(), Token: testKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// sleeps records the pauses cloudhttp asked for instead of waiting them.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *sleeps) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.d...)
+}
+
+// newProvider returns the provider over the fake; pauses between retries
+// are recorded, not waited.
+func newProvider(t *testing.T, s *daytonafake.Server, opts daytona.Options) (*daytona.Provider, *sleeps) {
+	t.Helper()
+	sl := &sleeps{}
+	opts.APIURL = s.APIURL()
+	if opts.APIKey == "" {
+		opts.APIKey = testKey
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = sl.sleep
+	}
+	if opts.Jitter == nil {
+		opts.Jitter = func() float64 { return 0 }
+	}
+	p, err := daytona.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, sl
+}

@@ -9,4 +9,5 @@ import (
 	_ "github.com/d10ffeed/corral/provider/e2b"
 	_ "github.com/d10ffeed/corral/provider/local"
 	_ "github.com/d10ffeed/corral/provider/sprites"
+	_ "github.com/d10ffeed/corral/provider/vercel"
 )

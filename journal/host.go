@@ -93,6 +93,11 @@ func (s *readState) hostRead(ctx context.Context, hp string) (*Exit, error) {
 		if grew {
 			lastGrowth = time.Now()
 		}
+		if kind == fileOther && s.exited() {
+			// The wrapper is gone (whether or not this read saw its start
+			// line) and the path names nothing this read can follow.
+			gone = true
+		}
 		if gone {
 			switch kind {
 			case fileRegular:
@@ -123,7 +128,7 @@ func (s *readState) hostRead(ctx context.Context, hp string) (*Exit, error) {
 					return nil, err
 				}
 			} else {
-				if h.state == "gone" && kind != fileRegular && s.f.next() >= h.size {
+				if h.state == "gone" && kind != fileRegular {
 					if kind == fileMissing {
 						return nil, sandbox.Wrap(sandbox.FailedPrecondition, "journal.read", r.Paths.Token, ErrLost)
 					}

@@ -168,3 +168,18 @@ func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Proces
 	}
 	return pr, nil
 }
+
+var _ sandbox.HostPather = (*handle)(nil)
+
+// HostPath maps a sandbox path to the host's: a local sandbox's commands
+// run on the host, so an absolute path is the host's own, and a relative
+// one is under the sandbox directory.
+func (h *handle) HostPath(p string) (string, bool) {
+	if p == "" {
+		return "", false
+	}
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p), true
+	}
+	return filepath.Join(h.id, p), true
+}

@@ -27,8 +27,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,17 +50,27 @@ type Server struct {
 	*fakecloud.Server
 	key string
 
-	mu    sync.Mutex
-	boxes map[string]*box
+	mu         sync.Mutex
+	boxes      map[string]*box
+	routesByID map[string]*route
+}
+
+// route is a preview's target: a port on the host (the fake's sandboxes
+// are host processes) and the tokens a private preview takes.
+type route struct {
+	port   int
+	public bool
+	tokens map[string]bool
 }
 
 type box struct {
-	sb       *fakecloud.Sandbox
-	meta     map[string]any
-	spec     map[string]any
-	status   string
-	created  time.Time
-	previews map[string]map[string]any
+	sb         *fakecloud.Sandbox
+	meta       map[string]any
+	spec       map[string]any
+	status     string
+	created    time.Time
+	previews   map[string]map[string]any
+	previewIDs map[string]string
 
 	pmu   sync.Mutex
 	procs map[string]*proc // by pid and by name
@@ -76,7 +89,7 @@ func New(opts fakecloud.Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Server: fs, key: key, boxes: map[string]*box{}}
+	s := &Server{Server: fs, key: key, boxes: map[string]*box{}, routesByID: map[string]*route{}}
 	s.routes()
 	return s, nil
 }
@@ -155,6 +168,7 @@ func (s *Server) routes() {
 	cp("getPreview", "GET /v0/sandboxes/{name}/previews/{preview}", s.getPreview)
 	cp("createPreview", "POST /v0/sandboxes/{name}/previews", s.createPreview)
 	cp("createToken", "POST /v0/sandboxes/{name}/previews/{preview}/tokens", s.createToken)
+	s.Handle("preview", "/preview/{id}/{rest...}", s.preview)
 	sa := func(route, pattern string, h http.HandlerFunc) { s.handle(route, pattern, h, true) }
 	sa("process", "POST /run/{name}/process", s.startProcess)
 	sa("processGet", "GET /run/{name}/process/{id}", s.getProcess)
@@ -233,7 +247,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Metadata["name"] = name
 	b := &box{sb: sb, meta: req.Metadata, spec: req.Spec, status: "DEPLOYED", created: time.Now().UTC(),
-		previews: map[string]map[string]any{}, procs: map[string]*proc{}}
+		previews: map[string]map[string]any{}, previewIDs: map[string]string{}, procs: map[string]*proc{}}
 	s.boxes[name] = b
 	out := s.view(b)
 	s.mu.Unlock()
@@ -340,7 +354,9 @@ func (s *Server) createPreview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Metadata["resourceName"], req.Metadata["resourceType"], req.Metadata["workspace"] = b.sb.Name, "sandbox", Workspace
-	req.Spec["url"] = "https://" + randomHex(8) + ".preview.bl.run"
+	public, _ := req.Spec["public"].(bool)
+	id := randomHex(8)
+	req.Spec["url"] = s.URL() + "/preview/" + id
 	p := map[string]any{"metadata": req.Metadata, "spec": req.Spec, "status": "DEPLOYED"}
 	s.mu.Lock()
 	if _, dup := b.previews[name]; dup && r.URL.Query().Get("force") != "true" {
@@ -349,6 +365,8 @@ func (s *Server) createPreview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.previews[name] = p
+	s.routesByID[id] = &route{port: int(port), public: public, tokens: map[string]bool{}}
+	b.previewIDs[name] = id
 	s.mu.Unlock()
 	fakecloud.WriteJSON(w, http.StatusOK, p)
 }
@@ -373,9 +391,41 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, false, http.StatusBadRequest, "BAD_REQUEST", "a token needs spec.expiresAt")
 		return
 	}
-	req.Spec["token"] = "bl_pt_" + randomHex(16)
+	tok := "bl_pt_" + randomHex(16)
+	req.Spec["token"] = tok
+	s.mu.Lock()
+	if rt := s.routesByID[b.previewIDs[r.PathValue("preview")]]; rt != nil {
+		rt.tokens[tok] = true
+	}
+	s.mu.Unlock()
 	req.Spec["expired"] = false
 	fakecloud.WriteJSON(w, http.StatusOK, map[string]any{"metadata": req.Metadata, "spec": req.Spec})
+}
+
+// preview proxies a preview URL to its port on loopback; a private
+// preview wants a token of its own in X-Blaxel-Preview-Token (or the
+// bl_preview_token query parameter), else 401.
+func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	rt := s.routesByID[r.PathValue("id")]
+	ok := rt != nil && (rt.public || rt.tokens[r.Header.Get("X-Blaxel-Preview-Token")] || rt.tokens[r.URL.Query().Get("bl_preview_token")])
+	s.mu.Unlock()
+	switch {
+	case rt == nil:
+		http.Error(w, "preview not found", http.StatusNotFound)
+		return
+	case !ok:
+		http.Error(w, "missing or invalid preview token", http.StatusUnauthorized)
+		return
+	}
+	target := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(rt.port)}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		pr.Out.URL.Path = "/" + r.PathValue("rest")
+		pr.Out.URL.RawPath = ""
+		pr.Out.Header.Del("X-Blaxel-Preview-Token")
+	}}
+	rp.ServeHTTP(w, r)
 }
 
 func randomHex(n int) string {

@@ -30,9 +30,9 @@ type proc struct {
 
 	mu        sync.Mutex
 	events    []event
-	stdout    strings.Builder
-	stderr    strings.Builder
-	logs      strings.Builder
+	stdout    tail
+	stderr    tail
+	logs      tail
 	changed   chan struct{}
 	finished  bool
 	status    string
@@ -41,6 +41,22 @@ type proc struct {
 }
 
 type event struct{ typ, data string }
+
+// maxTail is what the sandbox-api keeps of each stream in memory (its
+// logBuffer): the record's stdout, stderr and logs are the last 64 KiB.
+const maxTail = 64 << 10
+
+// tail keeps the last maxTail bytes written to it.
+type tail struct{ b []byte }
+
+func (t *tail) WriteString(s string) {
+	t.b = append(t.b, s...)
+	if len(t.b) > maxTail {
+		t.b = append(t.b[:0], t.b[len(t.b)-maxTail:]...)
+	}
+}
+
+func (t *tail) String() string { return string(t.b) }
 
 func (p *proc) add(typ, data string) {
 	p.mu.Lock()

@@ -1,7 +1,9 @@
 package blaxelfake
 
 import (
+	"bytes"
 	"encoding/json"
+	"mime/multipart"
 	"errors"
 	"io"
 	"io/fs"
@@ -433,12 +435,15 @@ func (s *Server) fsPut(w http.ResponseWriter, r *http.Request) {
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var data []byte
 	if ct == "multipart/form-data" {
-		mr, err := r.MultipartReader()
-		_ = params
-		if err != nil {
-			s.fail(w, true, http.StatusBadRequest, "", err.Error())
-			return
+		// node's fetch (undici, as @blaxel/core 0.3.21 drives it) can send a
+		// Content-Type whose boundary is not the body's: the body's first
+		// line is taken as the boundary, as a lenient parser would.
+		raw, _ := io.ReadAll(r.Body)
+		boundary := params["boundary"]
+		if first, _, ok := bytes.Cut(raw, []byte("\r\n")); ok && bytes.HasPrefix(first, []byte("--")) {
+			boundary = string(first[2:])
 		}
+		mr := multipart.NewReader(bytes.NewReader(raw), boundary)
 		for {
 			part, err := mr.NextPart()
 			if err != nil {

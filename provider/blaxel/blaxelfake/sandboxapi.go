@@ -3,11 +3,11 @@ package blaxelfake
 import (
 	"bytes"
 	"encoding/json"
-	"mime/multipart"
 	"errors"
 	"io"
 	"io/fs"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"

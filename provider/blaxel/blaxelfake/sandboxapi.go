@@ -53,12 +53,12 @@ type tail struct{ b []byte }
 
 func (t *tail) WriteString(s string) {
 	t.b = append(t.b, s...)
-	if len(t.b) > maxTail {
+	if len(t.b) > 4*maxTail { // trimmed now and then, not on every write
 		t.b = append(t.b[:0], t.b[len(t.b)-maxTail:]...)
 	}
 }
 
-func (t *tail) String() string { return string(t.b) }
+func (t *tail) String() string { return string(t.b[max(0, len(t.b)-maxTail):]) }
 
 func (p *proc) add(typ, data string) {
 	p.mu.Lock()

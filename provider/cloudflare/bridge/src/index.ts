@@ -8,8 +8,12 @@ import { DurableObject } from 'cloudflare:workers';
 
 export { Sandbox } from '@cloudflare/sandbox';
 
+// The main module may export only handlers and classes (workerd refuses
+// anything else, as wrangler dev showed), so the helpers live in shell.ts.
+import { commandLine } from './shell';
+
 /** The bridge's version, reported by GET /v1/health. */
-export const VERSION = '0.1.0';
+const VERSION = '0.1.0';
 
 export interface Env {
   Sandbox: DurableObjectNamespace<SandboxDO>;
@@ -83,23 +87,6 @@ function authorized(req: Request, env: Env): boolean {
   const b = new TextEncoder().encode(want);
   if (a.byteLength !== b.byteLength) return false;
   return crypto.subtle.timingSafeEqual(a, b);
-}
-
-/** q quotes one word for sh. */
-export function q(s: string): string {
-  return "'" + s.replace(/'/g, "'\\''") + "'";
-}
-
-/**
- * commandLine is the shell text the SDK's exec gets for argv: the command
- * under setsid -w (a new session whose leader is the command, so a kill
- * script can signal its group; -w waits and returns its status), with
- * stdin from the staged file (removed once opened) or /dev/null.
- */
-export function commandLine(argv: string[], stdinFile: string | null): string {
-  const words = argv.map(q).join(' ');
-  if (stdinFile === null) return 'setsid -w ' + words + ' </dev/null';
-  return 'setsid -w sh -c ' + q('exec 0<"$1" && rm -f -- "$1" && shift && exec "$@"') + ' sh ' + q(stdinFile) + ' ' + words;
 }
 
 export default {

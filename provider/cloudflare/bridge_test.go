@@ -3,18 +3,24 @@ package cloudflare_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/internal/fakecloud"
 	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/cloudflare"
+	"github.com/d10ffeed/corral/provider/cloudflare/cloudflarefake"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -187,6 +193,65 @@ func TestBridgeDev(t *testing.T) {
 	if err != nil || len(list) != 0 {
 		t.Fatalf("list after the refused create: %+v, %v", list, err)
 	}
+	same := sameAnswers(t, ctx, url, token)
+	t.Logf("the fake bridge gave the real bridge's status and body to %d requests", same)
 	t.Logf("wrangler dev on :%d: health ok, bad token %v, unknown id NotFound, refused create (%v) left %d records", port,
 		sandbox.PermissionDenied, sandbox.CodeOf(cerr), len(list))
+}
+
+// sameAnswers sends the same requests to the real bridge (under wrangler
+// dev) and to the fake, and wants the same status and the same JSON body
+// from both; it returns how many requests were compared.
+func sameAnswers(t *testing.T, ctx context.Context, real, token string) int {
+	t.Helper()
+	fake, err := cloudflarefake.New(fakecloud.Options{BaseDir: t.TempDir(), Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	auth := "Bearer " + token
+	cases := []struct{ method, path, body, auth string }{
+		{"GET", "/v1/health", "", auth},
+		{"GET", "/v1/health", "", "Bearer wrong"},
+		{"GET", "/v1/sandboxes", "", ""},
+		{"GET", "/v1/sandboxes", "", auth},
+		{"GET", "/v1/sandboxes?label=corral=1", "", auth},
+		{"GET", "/v1/sandboxes?label=nonsense", "", auth},
+		{"GET", "/v1/sandboxes/nope", "", auth},
+		{"DELETE", "/v1/sandboxes/nope", "", auth},
+		{"POST", "/v1/sandboxes/nope/env", `{"env":{"A":"1"}}`, auth},
+		{"GET", "/v1/sandboxes/nope/exec", "", auth},
+		{"POST", "/v1/sandboxes", `{"id":"Bad Id"}`, auth},
+		{"POST", "/v1/sandboxes", `{"labels":{}}`, auth},
+	}
+	do := func(base string, c struct{ method, path, body, auth string }) (int, any) {
+		req, err := http.NewRequestWithContext(ctx, c.method, base+c.path, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var v any
+		if len(b) > 0 {
+			if err := json.Unmarshal(b, &v); err != nil {
+				t.Fatalf("%s %s at %s: not JSON: %q", c.method, c.path, base, b)
+			}
+		}
+		return resp.StatusCode, v
+	}
+	for _, c := range cases {
+		rs, rb := do(real, c)
+		fs, fb := do(fake.URL(), c)
+		if rs != fs || !reflect.DeepEqual(rb, fb) {
+			t.Errorf("%s %s: the bridge answered %d %v, the fake %d %v", c.method, c.path, rs, rb, fs, fb)
+		}
+	}
+	return len(cases)
 }

@@ -36,6 +36,10 @@ type EnvRequest struct {
 	Env map[string]string `json:"env"`
 }
 
+// BridgeVersion is the bridge API's version this provider speaks (the
+// bridge's VERSION in bridge/src/index.ts, reported by GET /v1/health).
+const BridgeVersion = "0.1.0"
+
 // Health is the answer of GET /v1/health.
 type Health struct {
 	OK      bool   `json:"ok"`

@@ -20,6 +20,7 @@ package cloudflarefake
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,8 +38,6 @@ import (
 	"github.com/d10ffeed/corral/provider/cloudflare"
 )
 
-// Version is what the fake's health answer reports.
-const Version = "cloudflarefake"
 
 // Server is the fake bridge.
 type Server struct {
@@ -49,20 +48,34 @@ type Server struct {
 
 // New starts the fake with the kit's options (Kill is always the group
 // kill's semantics: the bridge's kill is a script that signals the group).
+// The token is checked here rather than by the kit, so that a refusal
+// carries the bridge's error body.
 func New(opts fakecloud.Options) (*Server, error) {
 	opts.Kill = fakecloud.GroupKill
+	token := opts.Token
+	opts.Token = ""
 	s, err := fakecloud.New(opts)
 	if err != nil {
 		return nil, err
 	}
 	f := &Server{Server: s, env: map[string]map[string]string{}}
-	s.Handle("health", "GET /v1/health", f.health)
-	s.Handle("create", "POST /v1/sandboxes", f.create)
-	s.Handle("list", "GET /v1/sandboxes", f.list)
-	s.Handle("get", "GET /v1/sandboxes/{id}", f.get)
-	s.Handle("delete", "DELETE /v1/sandboxes/{id}", f.delete)
-	s.Handle("env", "POST /v1/sandboxes/{id}/env", f.setEnv)
-	s.Handle("exec", "GET /v1/sandboxes/{id}/exec", f.exec)
+	auth := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			got := r.Header.Get("Authorization")
+			if token != "" && subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+token)) != 1 {
+				writeError(w, http.StatusUnauthorized, "unauthorized", "missing or bad bearer token")
+				return
+			}
+			h(w, r)
+		}
+	}
+	s.Handle("health", "GET /v1/health", auth(f.health))
+	s.Handle("create", "POST /v1/sandboxes", auth(f.create))
+	s.Handle("list", "GET /v1/sandboxes", auth(f.list))
+	s.Handle("get", "GET /v1/sandboxes/{id}", auth(f.get))
+	s.Handle("delete", "DELETE /v1/sandboxes/{id}", auth(f.delete))
+	s.Handle("env", "POST /v1/sandboxes/{id}/env", auth(f.setEnv))
+	s.Handle("exec", "GET /v1/sandboxes/{id}/exec", auth(f.exec))
 	return f, nil
 }
 
@@ -90,7 +103,7 @@ func (f *Server) byID(id string) (*fakecloud.Sandbox, bool) {
 }
 
 func (f *Server) health(w http.ResponseWriter, _ *http.Request) {
-	fakecloud.WriteJSON(w, http.StatusOK, cloudflare.Health{OK: true, Bridge: "corral-cloudflare-bridge", Version: Version})
+	fakecloud.WriteJSON(w, http.StatusOK, cloudflare.Health{OK: true, Bridge: "corral-cloudflare-bridge", Version: cloudflare.BridgeVersion})
 }
 
 func validID(id string) bool {
@@ -104,7 +117,7 @@ func (f *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !validID(req.ID) {
-		writeError(w, http.StatusBadRequest, "bad_request", "sandbox id %q: want 1-63 of a-z, 0-9 and -, starting with a letter or digit", req.ID)
+		writeError(w, http.StatusBadRequest, "bad_request", `want {"id": 1-63 of a-z, 0-9 and -, "labels": {...}}`)
 		return
 	}
 	sb, err := f.CreateSandbox(req.ID, req.Labels)

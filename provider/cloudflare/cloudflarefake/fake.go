@@ -38,7 +38,6 @@ import (
 	"github.com/d10ffeed/corral/provider/cloudflare"
 )
 
-
 // Server is the fake bridge.
 type Server struct {
 	*fakecloud.Server

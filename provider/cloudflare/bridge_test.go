@@ -105,7 +105,7 @@ func TestBridgeBuild(t *testing.T) {
 			t.Fatalf("wrangler's output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, want := range []string{"CorralIndex", "setsid -w", "setEnvVars", "timingSafeEqual"} {
+	for _, want := range []string{"CorralIndex", "setsid -w", "setEnvVars", "execStream", "timingSafeEqual"} {
 		if !strings.Contains(string(bundle), want) {
 			t.Fatalf("the bundle lacks %q", want)
 		}

@@ -3,7 +3,7 @@
 // WebSocket API that corral's Go provider (provider/cloudflare) calls.
 // bridge/README.md is the API's specification; provider/cloudflare/
 // cloudflarefake is its fake, and the two must stay in step.
-import { getSandbox, type Sandbox as SandboxDO } from '@cloudflare/sandbox';
+import { getSandbox, parseSSEStream, type ExecEvent, type Sandbox as SandboxDO } from '@cloudflare/sandbox';
 import { DurableObject } from 'cloudflare:workers';
 
 export { Sandbox } from '@cloudflare/sandbox';
@@ -304,19 +304,29 @@ async function exec(ws: WebSocket, sandbox: SandboxDO, rec: SandboxRecord): Prom
     await sandbox.writeFile(stdinFile, toBase64(all), { encoding: 'base64' });
   }
 
+  // execStream, not exec({stream, onOutput}): exec keeps all of the
+  // output in the Durable Object's memory until the command ends, which a
+  // journal follower streaming for hours would exhaust.
   const enc = new TextEncoder();
   try {
-    const res = await sandbox.exec(commandLine(start.argv, stdinFile), {
-      cwd: start.dir || rec.root,
-      env,
-      stream: true,
-      onOutput: (stream: 'stdout' | 'stderr', data: string) => {
-        if (!closed) send(ws, stream === 'stdout' ? TAG_STDOUT : TAG_STDERR, enc.encode(data));
-      },
-    });
-    if (!closed) {
-      sendText(ws, { type: 'exit', code: res.exitCode });
+    const stream = await sandbox.execStream(commandLine(start.argv, stdinFile), { cwd: start.dir || rec.root, env });
+    let code: number | null = null;
+    for await (const ev of parseSSEStream<ExecEvent>(stream)) {
+      if (closed) break; // the client is gone: stop reading (the command is not reached)
+      if ((ev.type === 'stdout' || ev.type === 'stderr') && ev.data) {
+        send(ws, ev.type === 'stdout' ? TAG_STDOUT : TAG_STDERR, enc.encode(ev.data));
+      } else if (ev.type === 'complete') {
+        code = ev.exitCode ?? ev.result?.exitCode ?? 0;
+        break;
+      } else if (ev.type === 'error') {
+        throw new Error(ev.error || ev.data || 'command execution failed');
+      }
+    }
+    if (!closed && code !== null) {
+      sendText(ws, { type: 'exit', code });
       ws.close(1000, '');
+    } else if (!closed) {
+      fail(502, 'the command stream ended without an exit code');
     }
   } catch (e) {
     // After started, a failure is a transport failure to the client: the

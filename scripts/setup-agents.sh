@@ -117,3 +117,4 @@ for i in "${!pkgs[@]}"; do
   fi
 done
 printf 'setup-agents: ok in %s: %s\n' "$dir" "$(IFS=,; echo "${status[*]}" | sed 's/,/, /g')"
+bash "$(dirname "$0")/../provider/cloudflare/bridge/install.sh" # the Cloudflare bridge Worker's npm dependencies and node 22 for wrangler

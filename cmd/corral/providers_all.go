@@ -5,6 +5,7 @@ package main
 // flags, limits); adding a provider to corral is one line here.
 import (
 	_ "github.com/d10ffeed/corral/provider/blaxel"
+	_ "github.com/d10ffeed/corral/provider/cloudflare"
 	_ "github.com/d10ffeed/corral/provider/daytona"
 	_ "github.com/d10ffeed/corral/provider/docker"
 	_ "github.com/d10ffeed/corral/provider/e2b"

@@ -4,8 +4,7 @@ package journal
 
 import (
 	"errors"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // hostSupported says the host strategy can open journals safely here.
@@ -38,15 +37,15 @@ func newHostFile(path string) *hostFile { return &hostFile{path: path, fd: -1} }
 // look opens the file the path names now (keeping the descriptor while it
 // names the same file) and returns its kind and size.
 func (j *hostFile) look() (fileKind, int64, error) {
-	var st unix.Stat_t
-	if err := unix.Lstat(j.path, &st); err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(j.path, &st); err != nil {
 		j.close()
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
 			return fileMissing, 0, nil
 		}
 		return 0, 0, err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		j.close()
 		return fileOther, 0, nil
 	}
@@ -54,19 +53,19 @@ func (j *hostFile) look() (fileKind, int64, error) {
 		return fileRegular, st.Size, nil
 	}
 	j.close()
-	fd, err := unix.Open(j.path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	fd, err := syscall.Open(j.path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC|syscall.O_NOCTTY, 0)
 	switch {
-	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
+	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR):
 		return fileMissing, 0, nil
-	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENXIO):
+	case errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO):
 		return fileOther, 0, nil // swapped for a link (or a socket) since the lstat
 	case err != nil:
 		return 0, 0, err
 	}
 	// The descriptor, not the path, decides: the path may have changed
 	// between the lstat and the open.
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		_ = unix.Close(fd)
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		_ = syscall.Close(fd)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -82,8 +81,8 @@ func (j *hostFile) readAt(b []byte, off int64) (int, error) {
 		return 0, nil
 	}
 	for {
-		n, err := unix.Pread(j.fd, b, off)
-		if errors.Is(err, unix.EINTR) {
+		n, err := syscall.Pread(j.fd, b, off)
+		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
 		if n < 0 {
@@ -95,7 +94,7 @@ func (j *hostFile) readAt(b []byte, off int64) (int, error) {
 
 func (j *hostFile) close() {
 	if j.fd >= 0 {
-		_ = unix.Close(j.fd)
+		_ = syscall.Close(j.fd)
 		j.fd = -1
 	}
 }

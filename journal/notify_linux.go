@@ -6,9 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // notifier is the process's one inotify instance (instances are few per
@@ -30,7 +29,7 @@ type watchedDir struct {
 }
 
 func notifyInit() {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
 	if err != nil {
 		return
 	}
@@ -40,7 +39,7 @@ func notifyInit() {
 	go notifyLoop(notifier.f)
 }
 
-const notifyMask = unix.IN_MODIFY | unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE | unix.IN_ONLYDIR
+const notifyMask = syscall.IN_MODIFY | syscall.IN_CREATE | syscall.IN_DELETE | syscall.IN_MOVED_TO | syscall.IN_MOVED_FROM | syscall.IN_ATTRIB | syscall.IN_CLOSE_WRITE | syscall.IN_ONLYDIR
 
 // watchFile returns a channel that receives (coalesced) a value when the
 // file at path may have changed, and the function that stops the watch.
@@ -56,7 +55,7 @@ func watchFile(path string) (<-chan struct{}, func(), bool) {
 	defer notifier.mu.Unlock()
 	d := notifier.dirs[dir]
 	if d == nil {
-		wd, err := unix.InotifyAddWatch(int(notifier.f.Fd()), dir, notifyMask)
+		wd, err := syscall.InotifyAddWatch(int(notifier.f.Fd()), dir, notifyMask)
 		if err != nil {
 			return nil, func() {}, false
 		}
@@ -96,16 +95,16 @@ func notifyLoop(f *os.File) {
 			return
 		}
 		notifier.mu.Lock()
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+		for off := 0; off+syscall.SizeofInotifyEvent <= n; {
+			ev := (*syscall.InotifyEvent)(unsafe.Pointer(&buf[off]))
 			nameLen := int(ev.Len)
-			end := off + unix.SizeofInotifyEvent + nameLen
+			end := off + syscall.SizeofInotifyEvent + nameLen
 			if end > n {
 				break
 			}
-			name := string(trimNUL(buf[off+unix.SizeofInotifyEvent : end]))
+			name := string(trimNUL(buf[off+syscall.SizeofInotifyEvent : end]))
 			off = end
-			if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+			if ev.Mask&syscall.IN_Q_OVERFLOW != 0 {
 				for _, d := range notifier.wds {
 					for _, subs := range d.subs {
 						for ch := range subs {
@@ -119,7 +118,7 @@ func notifyLoop(f *os.File) {
 			if d == nil {
 				continue
 			}
-			if ev.Mask&unix.IN_IGNORED != 0 {
+			if ev.Mask&syscall.IN_IGNORED != 0 {
 				// The directory went away: its readers fall back to
 				// their tick; a new watch is set on the next watchFile.
 				delete(notifier.wds, ev.Wd)

@@ -208,7 +208,7 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 	}
 	h, err := p.open(ctx, Name+".create", sb, opts.Env)
 	if err == nil && opts.SourceDir != "" {
-		if uerr := upload(ctx, h.fs, opts.SourceDir); uerr != nil {
+		if uerr := sandbox.UploadDir(ctx, h.fs, opts.SourceDir, Name); uerr != nil {
 			err = sandbox.Wrap(sandbox.Internal, Name+".create", name, uerr)
 		}
 	}

@@ -128,7 +128,7 @@ func (s *suite) testLongLine(t *testing.T, st journal.Strategy, size int64, fill
 	want := sha256.New()
 	want.Write(bytes.Repeat([]byte{fill}, int(size)))
 	want.Write([]byte("\n"))
-	t.Logf("bytes delivered %d of %d written, in %d pieces and %d line; heap %d MiB before, at most %d MiB during the read", k.bytes, size, k.pieces, k.lines, before.HeapAlloc>>20, k.peakHeap>>20)
+	t.Logf("bytes delivered %d of %d written, in %d pieces and %d line; heap %d MiB before, at most %d MiB during the read (the test process's, shared with parallel cases)", k.bytes, size, k.pieces, k.lines, before.HeapAlloc>>20, k.peakHeap>>20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,11 @@ type Harness struct {
 	// Options, when set, returns the options for each fresh sandbox.
 	Options func(t *testing.T) sandbox.CreateOptions
 	// FloodBytes is how much the flood test writes as fast as it can.
-	// Default 64 MiB.
+	// Default 64 MiB. The long-line tests scale with it: a line of 50/64
+	// of it (50 MiB at the default) and a NUL line of 20/64, both many
+	// times the journal's MaxLine of 1 MiB. A provider whose bytes cross
+	// an emulated wire in the tests may set 16 MiB, still far past every
+	// buffer on the way.
 	FloodBytes int64
 }
 
@@ -35,7 +39,12 @@ func (h Harness) floodBytes() int64 {
 
 // Run runs the suite as subtests of t, for every strategy the provider can
 // use (follow only where processes are killable and run in the
-// background).
+// background). The cases common to all strategies run first, one at a
+// time; then the strategies' cases run as parallel subtests (each case in
+// sandboxes of its own, alongside each other as the runs of different
+// users are), bounded by go test's -parallel. Call Run
+// last in its test: the parallel subtests run once the test's function
+// returns.
 func Run(t *testing.T, h Harness) {
 	strategies := []journal.Strategy{journal.Poll}
 	caps := h.Provider.Capabilities()
@@ -59,21 +68,22 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ForgedDiffInGitTree", s.testForgedDiffInGitTree)
 	for _, st := range strategies {
 		t.Run(string(st), func(t *testing.T) {
-			t.Run("LinesAndExit", func(t *testing.T) { s.testLinesAndExit(t, st) })
-			t.Run("ResumeFromOffset", func(t *testing.T) { s.testResume(t, st) })
-			t.Run("ExitInsideAgent", func(t *testing.T) { s.testExitInside(t, st) })
-			t.Run("ForgedSentinel", func(t *testing.T) { s.testForged(t, st) })
-			t.Run("FirstByteDeadline", func(t *testing.T) { s.testStalled(t, st) })
-			t.Run("AgentLost", func(t *testing.T) { s.testLost(t, st) })
-			t.Run("ReaderCancelLeavesAgent", func(t *testing.T) { s.testReaderCancel(t, st) })
-			t.Run("ForgedWithNonce", func(t *testing.T) { s.testForgedWithNonce(t, st) })
-			t.Run("NULAtEnd", func(t *testing.T) { s.testNULAtEnd(t, st) })
-			t.Run("Flood", func(t *testing.T) { s.testFlood(t, st) })
-			t.Run("LongLine", func(t *testing.T) { s.testLongLine(t, st, 50_000_000, 'a', 0) })
-			t.Run("LongNULLine", func(t *testing.T) { s.testLongLine(t, st, 20_000_000, 0, 4) })
-			t.Run("FollowerShellKilled", func(t *testing.T) { s.testFollowerKilled(t, st, "shell") })
-			t.Run("FollowerTailKilled", func(t *testing.T) { s.testFollowerKilled(t, st, "tail") })
-			t.Run("FollowerKilled", func(t *testing.T) { s.testFollowerKilled(t, st, "shell and tail") })
+			t.Parallel()
+			t.Run("LinesAndExit", func(t *testing.T) { t.Parallel(); s.testLinesAndExit(t, st) })
+			t.Run("ResumeFromOffset", func(t *testing.T) { t.Parallel(); s.testResume(t, st) })
+			t.Run("ExitInsideAgent", func(t *testing.T) { t.Parallel(); s.testExitInside(t, st) })
+			t.Run("ForgedSentinel", func(t *testing.T) { t.Parallel(); s.testForged(t, st) })
+			t.Run("FirstByteDeadline", func(t *testing.T) { t.Parallel(); s.testStalled(t, st) })
+			t.Run("AgentLost", func(t *testing.T) { t.Parallel(); s.testLost(t, st) })
+			t.Run("ReaderCancelLeavesAgent", func(t *testing.T) { t.Parallel(); s.testReaderCancel(t, st) })
+			t.Run("ForgedWithNonce", func(t *testing.T) { t.Parallel(); s.testForgedWithNonce(t, st) })
+			t.Run("NULAtEnd", func(t *testing.T) { t.Parallel(); s.testNULAtEnd(t, st) })
+			t.Run("Flood", func(t *testing.T) { t.Parallel(); s.testFlood(t, st) })
+			t.Run("LongLine", func(t *testing.T) { t.Parallel(); s.testLongLine(t, st, s.h.floodBytes()*50/64, 'a', 0) })
+			t.Run("LongNULLine", func(t *testing.T) { t.Parallel(); s.testLongLine(t, st, s.h.floodBytes()*20/64, 0, 4) })
+			t.Run("FollowerShellKilled", func(t *testing.T) { t.Parallel(); s.testFollowerKilled(t, st, "shell") })
+			t.Run("FollowerTailKilled", func(t *testing.T) { t.Parallel(); s.testFollowerKilled(t, st, "tail") })
+			t.Run("FollowerKilled", func(t *testing.T) { t.Parallel(); s.testFollowerKilled(t, st, "shell and tail") })
 		})
 	}
 }

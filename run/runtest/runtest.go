@@ -31,24 +31,32 @@ type Harness struct {
 	Store func(t *testing.T) store.Store
 }
 
-// Run runs the takeover and reaper suites.
+// Run runs the takeover and reaper suites. Every case has a store and
+// sandboxes of its own and runs as a parallel subtest (bounded by go
+// test's -parallel), as the runs of many users share one provider; call
+// Run last in its test.
 func Run(t *testing.T, h Harness) {
 	s := &suite{h: h}
+	par := func(f func(*testing.T)) func(*testing.T) {
+		return func(t *testing.T) { t.Parallel(); f(t) }
+	}
 	t.Run("Takeover", func(t *testing.T) {
-		t.Run("ExactlyOnceMidStream", s.testExactlyOnce)
-		t.Run("SupersededDriverIsFenced", s.testFenced)
-		t.Run("ConcurrentAttachers", s.testConcurrentAttach)
-		t.Run("TerminalRunIsNotResurrected", s.testTerminal)
-		t.Run("UnknownRun", s.testUnknown)
-		t.Run("CancelDetachedRun", s.testCancelDetached)
+		t.Parallel()
+		t.Run("ExactlyOnceMidStream", par(s.testExactlyOnce))
+		t.Run("SupersededDriverIsFenced", par(s.testFenced))
+		t.Run("ConcurrentAttachers", par(s.testConcurrentAttach))
+		t.Run("TerminalRunIsNotResurrected", par(s.testTerminal))
+		t.Run("UnknownRun", par(s.testUnknown))
+		t.Run("CancelDetachedRun", par(s.testCancelDetached))
 	})
 	t.Run("Reaper", func(t *testing.T) {
-		t.Run("FinalizesFinishedDetachedRun", s.testReapFinalize)
-		t.Run("LeavesProducingRunAlone", s.testReapProducing)
-		t.Run("ExpiresAbandonedRun", s.testReapExpire)
-		t.Run("LeavesStartingRunAlone", s.testReapStarting)
-		t.Run("OneBadRunDoesNotStopThePass", s.testReapBadRun)
-		t.Run("OrphanOfADeadDriver", s.testReapOrphan)
+		t.Parallel()
+		t.Run("FinalizesFinishedDetachedRun", par(s.testReapFinalize))
+		t.Run("LeavesProducingRunAlone", par(s.testReapProducing))
+		t.Run("ExpiresAbandonedRun", par(s.testReapExpire))
+		t.Run("LeavesStartingRunAlone", par(s.testReapStarting))
+		t.Run("OneBadRunDoesNotStopThePass", par(s.testReapBadRun))
+		t.Run("OrphanOfADeadDriver", par(s.testReapOrphan))
 	})
 }
 

@@ -36,6 +36,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -141,7 +143,50 @@ func New(opts Options) (*Fake, error) {
 	api("preview", "POST /v2/box/{id}/preview", f.preview)
 	api("previews", "GET /v2/box/{id}/preview", f.listPreviews)
 	api("deletePreview", "DELETE /v2/box/{id}/preview/{port}", f.deletePreview)
+	s.Handle("port", "/_port/{id}/{port}/{rest...}", f.proxyPort)
 	return f, nil
+}
+
+// PortURL is where the fake serves a box's port (the real
+// https://{id}-{port}.preview.box.upstash.com cannot resolve on
+// loopback): a proxy to the port on the host that checks the preview's
+// bearer token or basic-auth credentials.
+func (f *Fake) PortURL(id string, port int) string {
+	return f.URL() + "/_port/" + id + "/" + strconv.Itoa(port)
+}
+
+func (f *Fake) proxyPort(w http.ResponseWriter, r *http.Request) {
+	port, err := strconv.Atoi(r.PathValue("port"))
+	f.mu.Lock()
+	b, ok := f.boxes[r.PathValue("id")]
+	var pv upstashbox.Preview
+	var has bool
+	if ok {
+		pv, has = b.previews[port]
+	}
+	f.mu.Unlock()
+	if !ok || err != nil || !has {
+		writeError(w, http.StatusNotFound, "preview not found")
+		return
+	}
+	if pv.Token != "" && r.Header.Get("Authorization") != "Bearer "+pv.Token {
+		writeError(w, http.StatusUnauthorized, "invalid bearer token")
+		return
+	}
+	if pv.Username != "" {
+		if u, pw, ok := r.BasicAuth(); !ok || u != pv.Username || pw != pv.Password {
+			writeError(w, http.StatusUnauthorized, "invalid credentials")
+			return
+		}
+	}
+	target := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		pr.Out.URL.Path = "/" + r.PathValue("rest")
+		pr.Out.URL.RawPath = ""
+		pr.Out.Header.Del("Authorization")
+	}}
+	rp.ServeHTTP(w, r)
 }
 
 // Close destroys every box and stops the server.

@@ -29,9 +29,10 @@ pkgs=(
   "@ag-ui/client@1.0.0"
   "@daytonaio/sdk@0.218.0"
   "e2b@2.51.0"
+  "@upstash/box@0.5.5"
 )
 # "-": a library with no binary, checked by its package.json version alone.
-bins=(claude codex opencode - - - -)
+bins=(claude codex opencode - - - - -)
 
 warn() { printf 'setup-agents: %s\n' "$*" >&2; }
 fail() {

@@ -8,4 +8,5 @@ import (
 	_ "github.com/d10ffeed/corral/provider/docker"
 	_ "github.com/d10ffeed/corral/provider/e2b"
 	_ "github.com/d10ffeed/corral/provider/local"
+	_ "github.com/d10ffeed/corral/provider/upstashbox"
 )

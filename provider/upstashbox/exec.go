@@ -223,5 +223,4 @@ func envScript(env []string) (string, error) {
 	return b.String(), nil
 }
 
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

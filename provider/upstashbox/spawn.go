@@ -48,7 +48,10 @@ const waiter = `d=$1; shift; exec 3<&0; setsid "$@" <&3 3<&- >>"$d/o" 2>>"$d/e" 
 
 // followScript copies $1/o to stdout and $1/e to stderr from byte
 // offsets $2 and $3 until $1/x holds the exit code, then exits with it
-// (removing $1 first when $5 is "rm").
+// (removing $1 first when $5 is "rm"). stderr goes first in each round:
+// execproc's control line (the pid) is stderr's first line, and a caller
+// that waits for it reads no stdout until then (a 4 MiB flood of stdout
+// before it would never be read).
 // It sends at most $4 bytes (below the session's 8 MiB cap) and then
 // exits 254 to be dialled again from the new offsets: an exit of 254 after
 // fewer bytes than $4 is the command's own.
@@ -58,10 +61,10 @@ sz() { if [ -f "$1" ]; then wc -c <"$1"; else echo 0; fi; }
 while :; do
   f=0; [ -f "$d/x" ] && f=1
   so=$(($(sz "$d/o"))); se=$(($(sz "$d/e"))); m=0
-  if [ "$so" -gt "$no" ] && [ "$n" -lt "$b" ]; then k=$((so-no)); if [ "$k" -gt $((b-n)) ]; then k=$((b-n)); f=0; fi
-    tail -c +$((no+1)) "$d/o" | head -c "$k"; no=$((no+k)); n=$((n+k)); m=1; fi
   if [ "$se" -gt "$ne" ] && [ "$n" -lt "$b" ]; then k=$((se-ne)); if [ "$k" -gt $((b-n)) ]; then k=$((b-n)); f=0; fi
     tail -c +$((ne+1)) "$d/e" | head -c "$k" >&2; ne=$((ne+k)); n=$((n+k)); m=1; fi
+  if [ "$so" -gt "$no" ] && [ "$n" -lt "$b" ]; then k=$((so-no)); if [ "$k" -gt $((b-n)) ]; then k=$((b-n)); f=0; fi
+    tail -c +$((no+1)) "$d/o" | head -c "$k"; no=$((no+k)); n=$((n+k)); m=1; fi
   if [ $f = 1 ] && [ "$no" -ge "$so" ] && [ "$ne" -ge "$se" ]; then c=$(cat "$d/x"); [ "$5" = rm ] && rm -rf "$d"; exit "$c"; fi
   [ "$n" -ge "$b" ] && exit 254
   if [ $m = 0 ]; then i=$((i+1)); if [ $i -lt 20 ]; then sleep 0.01; else sleep 0.05; fi; fi

@@ -40,11 +40,11 @@ cd "$c" || exit 126
 setsid sh -c '` + waiter + `' sh "$d" "$@" </dev/null >/dev/null 2>&1 &
 exit 0`
 
-// waiter starts "$@" (after $1, the directory) with setsid, its stdin the
+// waiter records its pid in $1/w, starts "$@" (after $1, the directory) with setsid, its stdin the
 // waiter's own (through fd 3: an asynchronous list's stdin is /dev/null
 // before its redirections; then closed here), stdout and stderr appended to $1/o and
 // $1/e; waits; writes the exit code to $1/x. It holds no single quote.
-const waiter = `d=$1; shift; exec 3<&0; setsid "$@" <&3 3<&- >>"$d/o" 2>>"$d/e" & exec 0</dev/null 3<&-; wait $!; echo $? >"$d/x.t"; mv "$d/x.t" "$d/x"`
+const waiter = `d=$1; shift; echo $$ >"$d/w"; exec 3<&0; setsid "$@" <&3 3<&- >>"$d/o" 2>>"$d/e" & exec 0</dev/null 3<&-; wait $!; echo $? >"$d/x.t"; mv "$d/x.t" "$d/x"`
 
 // followScript copies $1/o to stdout and $1/e to stderr from byte
 // offsets $2 and $3 until $1/x holds the exit code, then exits with it
@@ -52,7 +52,9 @@ const waiter = `d=$1; shift; exec 3<&0; setsid "$@" <&3 3<&- >>"$d/o" 2>>"$d/e" 
 // execproc's control line (the pid) is stderr's first line, and a caller
 // that waits for it reads no stdout until then (a 4 MiB flood of stdout
 // before it would never be read).
-// It sends at most $4 bytes (below the session's 8 MiB cap) and then
+// A waiter that died without writing the code (killed with the command:
+// its argv carries the command's) counts as exit 137 once the output is
+// drained. It sends at most $4 bytes (below the session's 8 MiB cap) and then
 // exits 254 to be dialled again from the new offsets: an exit of 254 after
 // fewer bytes than $4 is the command's own.
 const followScript = `d=$1 no=$2 ne=$3 b=$4 n=0 i=0
@@ -67,6 +69,8 @@ while :; do
     tail -c +$((no+1)) "$d/o" | head -c "$k"; no=$((no+k)); n=$((n+k)); m=1; fi
   if [ $f = 1 ] && [ "$no" -ge "$so" ] && [ "$ne" -ge "$se" ]; then c=$(cat "$d/x"); [ "$5" = rm ] && rm -rf "$d"; exit "$c"; fi
   [ "$n" -ge "$b" ] && exit 254
+  if [ $m = 0 ] && [ $f = 0 ] && [ -f "$d/w" ] && ! grep -qs '^State:[[:space:]]*[RSDT]' "/proc/$(cat "$d/w")/status" && [ ! -f "$d/x" ]; then
+    echo 137 >"$d/x"; continue; fi
   if [ $m = 0 ]; then i=$((i+1)); if [ $i -lt 20 ]; then sleep 0.01; else sleep 0.05; fi; fi
 done`
 

@@ -44,7 +44,7 @@ exit 0`
 // waiter's own (through fd 3: an asynchronous list's stdin is /dev/null
 // before its redirections; then closed here), stdout and stderr appended to $1/o and
 // $1/e; waits; writes the exit code to $1/x. It holds no single quote.
-const waiter = `d=$1; shift; echo $$ >"$d/w"; exec 3<&0; setsid "$@" <&3 3<&- >>"$d/o" 2>>"$d/e" & exec 0</dev/null 3<&-; wait $!; echo $? >"$d/x.t"; mv "$d/x.t" "$d/x"`
+const waiter = `d=$1; shift; echo $$ >"$d/w.t"; mv "$d/w.t" "$d/w"; exec 3<&0; setsid "$@" <&3 3<&- >>"$d/o" 2>>"$d/e" & exec 0</dev/null 3<&-; wait $!; echo $? >"$d/x.t"; mv "$d/x.t" "$d/x"`
 
 // followScript copies $1/o to stdout and $1/e to stderr from byte
 // offsets $2 and $3 until $1/x holds the exit code, then exits with it
@@ -69,7 +69,7 @@ while :; do
     tail -c +$((no+1)) "$d/o" | head -c "$k"; no=$((no+k)); n=$((n+k)); m=1; fi
   if [ $f = 1 ] && [ "$no" -ge "$so" ] && [ "$ne" -ge "$se" ]; then c=$(cat "$d/x"); [ "$5" = rm ] && rm -rf "$d"; exit "$c"; fi
   [ "$n" -ge "$b" ] && exit 254
-  if [ $m = 0 ] && [ $f = 0 ] && [ -f "$d/w" ] && ! grep -qs '^State:[[:space:]]*[RSDT]' "/proc/$(cat "$d/w")/status" && [ ! -f "$d/x" ]; then
+  if [ $m = 0 ] && [ $f = 0 ] && [ -f "$d/w" ] && w=$(cat "$d/w") && [ -n "$w" ] && ! grep -qs '^State:[[:space:]]*[RSDT]' "/proc/$w/status" && [ ! -f "$d/x" ]; then
     echo 137 >"$d/x"; continue; fi
   if [ $m = 0 ]; then i=$((i+1)); if [ $i -lt 20 ]; then sleep 0.01; else sleep 0.05; fi; fi
 done`

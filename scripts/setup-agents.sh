@@ -7,7 +7,7 @@
 # the AG-UI packages the event tests validate against
 # (@ag-ui/core, @ag-ui/client: libraries, no binary), and the cloud
 # backends' official SDKs that the providers' tests drive against their
-# fakes (@daytonaio/sdk, e2b: libraries).
+# fakes (@daytonaio/sdk, e2b, @fly/sprites: libraries).
 #
 # CORRAL_AGENTS_DIR defaults to /opt/corral-agents. Versions are pinned
 # exactly; bump them here (npm view PACKAGE version) and nowhere else.
@@ -29,10 +29,13 @@ pkgs=(
   "@ag-ui/client@1.0.0"
   "@daytonaio/sdk@0.218.0"
   "e2b@2.51.0"
+  "@fly/sprites@0.1.0"
+  "@vercel/sandbox@3.5.0"
+  "@blaxel/core@0.3.21"
   "@upstash/box@0.5.5"
 )
 # "-": a library with no binary, checked by its package.json version alone.
-bins=(claude codex opencode - - - - -)
+bins=(claude codex opencode - - - - - - - -)
 
 warn() { printf 'setup-agents: %s\n' "$*" >&2; }
 fail() {
@@ -115,3 +118,4 @@ for i in "${!pkgs[@]}"; do
   fi
 done
 printf 'setup-agents: ok in %s: %s\n' "$dir" "$(IFS=,; echo "${status[*]}" | sed 's/,/, /g')"
+bash "$(dirname "$0")/../provider/cloudflare/bridge/install.sh" # the Cloudflare bridge Worker's npm dependencies and node 22 for wrangler

@@ -245,6 +245,15 @@ func loadRuns(t *testing.T, storeName string, sq store.Store, warnings *counting
 	t.Logf("peak RSS (VmHWM) %.1f MiB (%.1f MiB before the runs, %.2f MiB per concurrent run); worst timer lateness %v",
 		float64(hwm)/(1<<20), float64(hwmBefore)/(1<<20), float64(hwm-hwmBefore)/(1<<20)/float64(runs), late.Round(time.Millisecond))
 	t.Logf("store calls: p50 %v, p99 %v over all calls\n%s", p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), calls)
+	if ws, ok := sq.(interface{ WriteStats() sqlitestore.WriteStats }); ok {
+		w := ws.WriteStats()
+		if w.Batches > 0 {
+			t.Logf("SQLite writer: %d writes (%.1f/run) in %d transactions (%.1f writes each, %d rolled back whole); busy %v (%.0f%% of the wall time), %.2f ms per transaction of which COMMIT %.2f ms",
+				w.Writes, float64(w.Writes)/float64(runs), w.Batches, float64(w.Writes)/float64(w.Batches), w.Aborted,
+				w.Busy.Round(time.Millisecond), 100*w.Busy.Seconds()/elapsed.Seconds(),
+				float64(w.Busy.Microseconds())/1000/float64(w.Batches), float64(w.Commit.Microseconds())/1000/float64(w.Batches))
+		}
+	}
 	t.Logf("goals (logged, not asserted): >= 150 runs/s at 400 concurrent runs: %.1f at %d; store p99 <= 50ms: %v", rate, runs, p99.Round(10*time.Microsecond))
 	if failed > 0 {
 		t.Logf("warnings logged: %s", warnings)

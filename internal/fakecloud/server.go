@@ -133,8 +133,13 @@ func (s *Server) Handle(route, pattern string, h http.HandlerFunc) {
 			return
 		}
 		if !isUpgrade(r) && r.Body != nil {
-			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body)) // a body past 1 MiB goes on unrecorded
+			// The first 64 KiB are recorded; the handler reads the whole
+			// body (a real file upload has no 1 MiB bound).
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 			if len(body) > 0 {
 				s.mu.Lock()
 				s.bodies = append(s.bodies, Recorded{Route: route, Method: r.Method, Path: r.URL.Path, Body: body[:min(len(body), 64<<10)]})

@@ -159,13 +159,13 @@ func (p *Provider) create(ctx context.Context, opts sandbox.CreateOptions, snaps
 	if err != nil {
 		return nil, err
 	}
-	h, err := p.open(ctx, Name+".create", sb, opts.Env, true)
+	h, err := p.open(ctx, Name+".create", sb, opts.Env, snapshot == "")
 	if err != nil {
 		p.cleanup(ctx, sb.ID)
 		return nil, err
 	}
 	if opts.SourceDir != "" {
-		if err := upload(ctx, h.fs, opts.SourceDir); err != nil {
+		if err := sandbox.UploadDir(ctx, h.fs, opts.SourceDir, Name); err != nil {
 			p.cleanup(ctx, sb.ID)
 			return nil, sandbox.Wrap(sandbox.Internal, Name+".create", sb.ID, err)
 		}
@@ -204,8 +204,13 @@ func (p *Provider) Resume(ctx context.Context, id string) (sandbox.Handle, error
 }
 
 // open waits for sb to run (starting it when stopped or archived), then
-// makes its handle; create also makes the workspace directory.
-func (p *Provider) open(ctx context.Context, op string, sb Sandbox, env map[string]string, create bool) (*handle, error) {
+// makes its handle. The workspace root is Options.Workdir, else
+// "<GET /work-dir>/workspace" (the create answer does not carry the
+// daemon's work dir). It is not made here: every command's launcher makes
+// it when it is missing and an upload makes its parents, so a create costs
+// no request for it. fresh marks a sandbox this handle made (no command
+// ran in it yet, so no link can stand in its workspace).
+func (p *Provider) open(ctx context.Context, op string, sb Sandbox, env map[string]string, fresh bool) (*handle, error) {
 	ready, err := p.waitStarted(ctx, op, sb)
 	if err != nil {
 		return nil, err
@@ -225,11 +230,8 @@ func (p *Provider) open(ctx context.Context, op string, sb Sandbox, env map[stri
 		root = strings.TrimRight(wd.Dir, "/") + "/workspace"
 	}
 	h.setRoot(root)
-	if create {
-		if _, err := h.tb.Do(ctx, cloudhttp.Request{Op: op, ID: sb.ID, Method: http.MethodPost, Path: "/files/folder",
-			Query: url.Values{"path": {root}, "mode": {"755"}}, Idempotent: true}, nil); err != nil {
-			return nil, err
-		}
+	if !fresh {
+		h.links.Store(true)
 	}
 	return h, nil
 }

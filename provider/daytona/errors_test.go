@@ -89,6 +89,17 @@ func TestSecretsStayOutOfConfiguration(t *testing.T) {
 	if err != nil || string(res.Stdout) != canary+" "+canary+"-2" {
 		t.Fatalf("env in the command: %q %v", res.Stdout, err)
 	}
+	// A SetEnv makes later commands take a fresh session (the old one's
+	// shell holds the old values).
+	sessions := s.Count("sessionCreate")
+	if err := h.SetEnv(ctx, map[string]string{"CORRAL_CANARY2": canary + "-3"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.Exec(ctx, sandbox.Command{Shell: `printf '%s' "$CORRAL_CANARY2"`})
+	if err != nil || string(res.Stdout) != canary+"-3" {
+		t.Fatalf("env after SetEnv: %q %v", res.Stdout, err)
+	}
+	t.Logf("sessions made for the command after SetEnv: %d", s.Count("sessionCreate")-sessions)
 	var inBodies, files int
 	for _, b := range s.Bodies() {
 		if strings.Contains(string(b.Body), canary) && b.Route != "upload" {

@@ -33,11 +33,13 @@ const maxBufferedStdin = 64 << 20
 // for none): sourced, then removed, so the values never stand in argv or
 // in the command text Daytona keeps; $2 is the stdin: "n" is /dev/null,
 // anything else a directory of parts, joined into one file that is opened
-// and removed at once; $3 is the working
-// directory. Then the command (execproc's wrapper) is exec'd: it keeps the
-// pid setsid gave it, the leader of its own process group.
-const launcher = `e=$1 i=$2 d=$3; shift 3
+// and removed at once; $3 is the working directory; $4 the workspace root,
+// made when it is missing (create makes no request for it). Then the
+// command (execproc's wrapper) is exec'd: it keeps the pid setsid gave it,
+// the leader of its own process group.
+const launcher = `e=$1 i=$2 d=$3 r=$4; shift 4
 case $e in -) ;; *) . "$e"; rm -f "$e";; esac
+[ -d "$r" ] || mkdir -p "$r"
 case $i in n) exec </dev/null;; *) cat "$i"/* >"$i.all" && rm -rf "$i" && exec <"$i.all"; rm -f "$i.all";; esac
 cd "$d" || exit 126
 exec "$@"`
@@ -51,6 +53,9 @@ type backend struct{ h *handle }
 // command's own input never reaches EOF); a spawned command's stdin goes
 // through the input endpoint as it is written.
 func (b backend) Start(ctx context.Context, op string, spec execproc.Spec) (execproc.Stream, error) {
+	if !strings.HasSuffix(op, ".spawn") {
+		return b.h.startSync(ctx, op, spec)
+	}
 	s := &stream{h: b.h, op: op, spec: spec, ctx: ctx, started: make(chan struct{}),
 		live: strings.HasSuffix(op, ".spawn")}
 	if spec.Stdin && !s.live {
@@ -131,7 +136,7 @@ func (s *stream) launch(stdin []byte) (err error) {
 	if dir == "" {
 		dir = h.root
 	}
-	argv := append([]string{"setsid", "sh", "-c", launcher, "sh", envArg, inArg, dir}, s.spec.Argv...)
+	argv := append([]string{"setsid", "sh", "-c", launcher, "sh", envArg, inArg, dir, h.root}, s.spec.Argv...)
 	quoted := make([]string, len(argv))
 	for i, a := range argv {
 		quoted[i] = sandbox.ShellQuote(a)

@@ -3,13 +3,11 @@ package daytona
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/d10ffeed/corral/provider/cloudhttp"
@@ -27,6 +25,12 @@ type handle struct {
 	fs   sandbox.FS
 	run  *execproc.Runner
 	env  *execproc.Env // create env, then SetEnv overlays; never sent to Daytona's configuration
+	// links is false while no symbolic link can stand in the workspace: a
+	// sandbox this handle made from Daytona's default snapshot, in which
+	// the handle has started no command yet. The file system skips the
+	// exec-backed link guard while it is false.
+	links atomic.Bool
+	pool  sessions
 }
 
 var _ sandbox.Handle = (*handle)(nil)
@@ -45,7 +49,7 @@ func (p *Provider) newHandle(sb Sandbox, env map[string]string) *handle {
 func (h *handle) setRoot(root string) {
 	h.root = root
 	h.run = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: h.sb.ID, Root: root,
-		Env: h.env.Copy, KillGrace: h.p.opts.KillGrace, Logger: h.p.log})
+		Env: h.env.Copy, Kill: h.kill, KillGrace: h.p.opts.KillGrace, Logger: h.p.log})
 	h.fs = fsys{h: h, FS: execfs.New(func(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
 		return h.run.Run(ctx, Name+".fs", cmd.Argv(), cmd.Stdin, "")
 	}, execfs.Options{Root: root, Provider: Name})}
@@ -68,11 +72,13 @@ func (h *handle) FS() sandbox.FS { return h.fs }
 
 // Exec runs cmd to completion.
 func (h *handle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
+	h.links.Store(true)
 	return h.run.Exec(ctx, cmd)
 }
 
 // Spawn starts cmd.
 func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
+	h.links.Store(true)
 	return h.run.Spawn(ctx, cmd)
 }
 
@@ -145,31 +151,3 @@ func (h *handle) Fork(context.Context) (sandbox.Handle, error) {
 
 // Destroy deletes the sandbox.
 func (h *handle) Destroy(ctx context.Context) error { return h.p.Destroy(ctx, h.sb.ID) }
-
-// upload copies the host directory src into the workspace root through
-// the FS; a link is refused.
-func upload(ctx context.Context, fsys sandbox.FS, src string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		switch {
-		case d.IsDir():
-			return fsys.MkdirAll(ctx, rel)
-		case d.Type()&os.ModeSymlink != 0:
-			return fmt.Errorf("SourceDir holds a symbolic link (%s); the daytona provider uploads regular files only", rel)
-		case d.Type().IsRegular():
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return fsys.WriteFile(ctx, rel, data)
-		}
-		return nil
-	})
-}

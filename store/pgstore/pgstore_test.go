@@ -174,3 +174,71 @@ func migrationCount(t *testing.T) int {
 	}
 	return len(files)
 }
+
+// TestPoolOutlastsSlowWriters: eight updates waiting on a row lock do not
+// take every connection of a store opened with the defaults: a read of
+// another run still gets one while they wait. (pgxpool's own default on
+// this 2-core machine was 4 connections: the read waited for the lock.)
+func TestPoolOutlastsSlowWriters(t *testing.T) {
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	schema := pgtest.FreshSchema(t, url)
+	s, err := pgstore.Open(ctx, url, pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, id := range []string{"locked", "other"} {
+		if err := s.CreateRun(ctx, store.Run{ID: id, ThreadID: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{schema, "corral_runs"}.Sanitize()+` WHERE id = 'locked' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 8
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = s.UpdateRun(ctx, "locked", store.RunPatch{Error: store.Set("x")})
+		}()
+	}
+	watcher, err := pgx.Connect(ctx, url) // outside the transaction, whose view of the statistics is one snapshot
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(context.Background())
+	waiting := func() int {
+		var n int
+		_ = watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+		return n
+	}
+	deadline := time.Now().Add(time.Minute)
+	for waiting() < 4 { // all that a pool of 4 could send
+		if time.Now().After(deadline) {
+			t.Fatal("the updates never waited on the row lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second) // a hang guard: without a free connection it waits for the lock
+	_, found, err := s.GetRun(rctx, "other")
+	cancel()
+	n := waiting()
+	_ = tx.Rollback(ctx)
+	wg.Wait()
+	if err != nil || !found {
+		t.Fatalf("reading another run while %d updates waited on a row lock: found=%v %v", n, found, err)
+	}
+	t.Logf("read another run while %d of %d updates waited on a row lock (pool cap %d)", n, writers, pgstore.DefaultMaxConns)
+}

@@ -1,6 +1,10 @@
 // Package sqlitestore is corral's embedded default store.Store: one SQLite
 // file, through modernc.org/sqlite (pure Go, no cgo).
 //
+// Within a process, every write goes through one writer goroutine that
+// commits in groups (see writer.go): the writes queued while a transaction
+// ran form the next one, each in its own savepoint, with one COMMIT.
+//
 // Several processes on one machine may open the same file at once: the
 // database runs in WAL mode with a busy timeout, every write transaction
 // starts with BEGIN IMMEDIATE (so two writers queue instead of failing on
@@ -47,22 +51,29 @@ type Options struct {
 	// 10 seconds.
 	BusyTimeout time.Duration
 	// MaxOpenConns caps the pool of reading connections; 0 means 8.
-	// Writes go through one connection of their own: SQLite lets one
-	// writer in at a time, and writers of one process that queue in Go
-	// are handed the connection at once, where writers racing for the
-	// file's lock back off in sleeps of up to 100 ms (other processes
-	// still meet the busy timeout).
+	// Writes go through one connection of their own, owned by the
+	// writer goroutine: SQLite lets one writer in at a time, and writers
+	// racing for the file's lock back off in sleeps of up to 100 ms
+	// (other processes still meet the busy timeout).
 	MaxOpenConns int
 }
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
-	db     *sql.DB // the one writing connection (and migrations)
-	rdb    *sql.DB // reading connections: queries only, deferred transactions
+	db     *sql.DB   // the one writing connection (migrations, then the writer's)
+	rdb    *sql.DB   // reading connections: queries only, deferred transactions
+	r      readStmts // rdb's prepared statements
 	path   string
 	log    *slog.Logger
 	leases lease.Registry
 	closed atomic.Bool
+
+	// The writer (writer.go): it owns wconn and takes writes from ops.
+	wconn      *writeConn
+	ops        chan *writeOp
+	quit       chan struct{}
+	writerDone chan struct{}
+	stats      writeStats
 }
 
 var _ store.Store = (*Store)(nil)
@@ -129,6 +140,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	rdb.SetMaxOpenConns(conns)
 	rdb.SetMaxIdleConns(conns)
 	s.rdb = rdb
+	s.r.db = rdb
+	for _, q := range []string{logStateSQL, readEventsSQL, readEventsLimitSQL} {
+		s.r.stmt(ctx, q)
+	}
+	if err := s.startWriter(ctx); err != nil {
+		rdb.Close()
+		db.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -141,8 +161,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.leases.ReleaseAll(5 * time.Second)
-	rerr := s.rdb.Close()
-	return wrapErr(context.Background(), storeutil.OpClose, s.path, errors.Join(s.db.Close(), rerr))
+	werr := s.stopWriter()
+	rerr := errors.Join(s.r.close(), s.rdb.Close())
+	return wrapErr(context.Background(), storeutil.OpClose, s.path, errors.Join(werr, s.db.Close(), rerr))
 }
 
 func (s *Store) check(op, id string) error {
@@ -278,7 +299,7 @@ func (s *Store) GetInstance(ctx context.Context, key string) (store.Instance, bo
 	if err := s.check(op, key); err != nil {
 		return store.Instance{}, false, err
 	}
-	row := s.rdb.QueryRowContext(ctx, `SELECT `+storeutil.InstanceColumns+` FROM sandbox_instances WHERE key = ?`, key)
+	row := s.r.QueryRowContext(ctx, `SELECT `+storeutil.InstanceColumns+` FROM sandbox_instances WHERE key = ?`, key)
 	in, err := storeutil.ScanInstance(row.Scan)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Instance{}, false, nil
@@ -316,18 +337,20 @@ func (s *Store) PutInstance(ctx context.Context, in store.Instance) error {
 	if !in.CreatedAt.IsZero() {
 		query, created = instanceUpsert+",\n  created_at = excluded.created_at", in.CreatedAt
 	}
-	_, err = s.db.ExecContext(ctx, query, storeutil.InstanceValues(in, created)...)
-	return wrapErr(ctx, op, in.Key, err)
+	args := storeutil.InstanceValues(in, created)
+	return s.write(ctx, op, in.Key, func(ctx context.Context, c conn) error {
+		_, err := c.ExecContext(ctx, query, args...)
+		return err
+	})
 }
 
 // DeleteInstance implements store.InstanceStore.
 func (s *Store) DeleteInstance(ctx context.Context, key string) error {
 	const op = storeutil.OpDeleteInstance
-	if err := s.check(op, key); err != nil {
+	return s.write(ctx, op, key, func(ctx context.Context, c conn) error {
+		_, err := c.ExecContext(ctx, `DELETE FROM sandbox_instances WHERE key = ?`, key)
 		return err
-	}
-	_, err := s.db.ExecContext(ctx, `DELETE FROM sandbox_instances WHERE key = ?`, key)
-	return wrapErr(ctx, op, key, err)
+	})
 }
 
 // ListInstances implements store.InstanceStore.
@@ -362,7 +385,7 @@ func (s *Store) ListInstances(ctx context.Context, f store.InstanceFilter) ([]st
 		query += ` LIMIT ?`
 		args = append(args, f.Limit)
 	}
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, wrapErr(ctx, op, "", err)
 	}
@@ -399,12 +422,11 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
 	if err != nil {
 		return err
 	}
-	if err := s.check(op, r.ID); err != nil {
-		return err
-	}
 	vals := storeutil.RunValues(r)
-	_, err = s.db.ExecContext(ctx, `INSERT INTO corral_runs (`+storeutil.RunColumns+`) VALUES (`+placeholders(len(vals))+`)`, vals...)
-	return wrapErr(ctx, op, r.ID, err) // a duplicate id is AlreadyExists
+	return s.write(ctx, op, r.ID, func(ctx context.Context, c conn) error {
+		_, err := c.ExecContext(ctx, `INSERT INTO corral_runs (`+storeutil.RunColumns+`) VALUES (`+placeholders(len(vals))+`)`, vals...)
+		return err // a duplicate id is AlreadyExists
+	})
 }
 
 type querier interface {
@@ -427,24 +449,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, bool, error) 
 	if err := s.check(storeutil.OpGetRun, id); err != nil {
 		return store.Run{}, false, err
 	}
-	return getRun(ctx, s.rdb, storeutil.OpGetRun, id)
-}
-
-// inTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it when
-// fn returns nil.
-func (s *Store) inTx(ctx context.Context, op, id string, fn func(tx *sql.Tx) error) error {
-	if err := s.check(op, id); err != nil {
-		return err
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return wrapErr(ctx, op, id, err)
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return wrapErr(ctx, op, id, err)
-	}
-	return wrapErr(ctx, op, id, tx.Commit())
+	return getRun(ctx, &s.r, storeutil.OpGetRun, id)
 }
 
 // UpdateRun implements store.RunStore. Each patch field's presence, not its
@@ -457,7 +462,7 @@ func (s *Store) UpdateRun(ctx context.Context, id string, p store.RunPatch) (sto
 		return store.Run{}, err
 	}
 	var out store.Run
-	err = s.inTx(ctx, op, id, func(tx *sql.Tx) error {
+	err = s.write(ctx, op, id, func(ctx context.Context, tx conn) error {
 		cur, ok, err := getRun(ctx, tx, op, id)
 		if err != nil {
 			return err
@@ -486,7 +491,7 @@ func (s *Store) UpdateRun(ctx context.Context, id string, p store.RunPatch) (sto
 func (s *Store) ClaimRun(ctx context.Context, id string, expectEpoch int64) (store.Run, error) {
 	const op = storeutil.OpClaimRun
 	var out store.Run
-	err := s.inTx(ctx, op, id, func(tx *sql.Tx) error {
+	err := s.write(ctx, op, id, func(ctx context.Context, tx conn) error {
 		cur, ok, err := getRun(ctx, tx, op, id)
 		if err != nil {
 			return err
@@ -506,7 +511,7 @@ func (s *Store) ClaimRun(ctx context.Context, id string, expectEpoch int64) (sto
 }
 
 func (s *Store) queryRuns(ctx context.Context, op, query string, args ...any) ([]store.Run, error) {
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, wrapErr(ctx, op, "", err)
 	}
@@ -599,224 +604,4 @@ func (s *Store) ListReclaimable(ctx context.Context, detachedBefore time.Time, l
 		query, args = query+` LIMIT ?`, append(args, limit)
 	}
 	return s.queryRuns(ctx, op, query, args...)
-}
-
-// --- events ------------------------------------------------------------------
-
-// logState reads what the fences need from the run row.
-func logState(ctx context.Context, q querier, op, runID string) (epoch, lastSeq int64, closed bool, err error) {
-	var closedAt *int64
-	err = q.QueryRowContext(ctx, `SELECT driver_epoch, last_seq, log_closed_at FROM corral_runs WHERE id = ?`, runID).
-		Scan(&epoch, &lastSeq, &closedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, false, storeutil.RunNotFound(op, runID)
-	}
-	return epoch, lastSeq, closedAt != nil, err
-}
-
-// AppendEvents implements store.EventLog: the fences and the insert are one
-// write transaction, so no other writer can move the epoch or the log in
-// between.
-func (s *Store) AppendEvents(ctx context.Context, runID string, epoch, firstSeq int64, events []store.NewEvent) error {
-	const op = storeutil.OpAppend
-	if err := storeutil.ValidateEvents(runID, firstSeq, events); err != nil {
-		return err
-	}
-	return s.inTx(ctx, op, runID, func(tx *sql.Tx) error {
-		stored, last, closed, err := logState(ctx, tx, op, runID)
-		if err != nil {
-			return err
-		}
-		if err := storeutil.CheckAppend(runID, epoch, stored, closed, last, firstSeq); err != nil {
-			return err
-		}
-		if len(events) == 0 {
-			return nil
-		}
-		now := storeutil.Now()
-		const batch = 100 // 5 values each, far below SQLite's 32766 variables
-		for start := 0; start < len(events); start += batch {
-			chunk := events[start:min(start+batch, len(events))]
-			args := make([]any, 0, 5*len(chunk))
-			rows := make([]string, len(chunk))
-			for i, e := range chunk {
-				rows[i] = "(?, ?, ?, ?, ?)"
-				var data any
-				if len(e.Data) > 0 {
-					data = []byte(e.Data)
-				}
-				args = append(args, runID, firstSeq+int64(start+i), e.Type, data,
-					storeutil.MS(storeutil.EventTime(e.Time, now)))
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO corral_run_events (run_id, seq, type, data, time) VALUES `+
-				strings.Join(rows, ", "), args...); err != nil {
-				return err
-			}
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE corral_runs SET last_seq = ?, log_bytes = log_bytes + ? WHERE id = ?`,
-			firstSeq+int64(len(events))-1, storeutil.DataBytes(events), runID)
-		return err
-	})
-}
-
-// ReadEvents implements store.EventLog.
-func (s *Store) ReadEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]store.Event, error) {
-	const op = storeutil.OpRead
-	if err := storeutil.ValidateLimit(op, limit); err != nil {
-		return nil, err
-	}
-	if err := s.check(op, runID); err != nil {
-		return nil, err
-	}
-	// One read transaction: the existence check and the rows see one
-	// snapshot.
-	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, wrapErr(ctx, op, runID, err)
-	}
-	defer tx.Rollback()
-	if _, _, _, err := logState(ctx, tx, op, runID); err != nil {
-		return nil, wrapErr(ctx, op, runID, err)
-	}
-	query := `SELECT seq, type, data, time FROM corral_run_events WHERE run_id = ? AND seq > ? ORDER BY seq`
-	args := []any{runID, afterSeq}
-	if limit > 0 {
-		query, args = query+` LIMIT ?`, append(args, limit)
-	}
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, wrapErr(ctx, op, runID, err)
-	}
-	defer rows.Close()
-	var out []store.Event
-	for rows.Next() {
-		e := store.Event{RunID: runID}
-		var data []byte
-		var ms int64
-		if err := rows.Scan(&e.Seq, &e.Type, &data, &ms); err != nil {
-			return nil, wrapErr(ctx, op, runID, err)
-		}
-		e.Data = storeutil.CopyData(data)
-		e.Time = storeutil.FromMS(ms)
-		out = append(out, e)
-	}
-	return out, wrapErr(ctx, op, runID, rows.Err())
-}
-
-// LastSeq implements store.EventLog.
-func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
-	const op = storeutil.OpLastSeq
-	if err := s.check(op, runID); err != nil {
-		return 0, err
-	}
-	_, last, _, err := logState(ctx, s.rdb, op, runID)
-	return last, wrapErr(ctx, op, runID, err)
-}
-
-// LogSize implements store.EventLog.
-func (s *Store) LogSize(ctx context.Context, runID string) (int64, error) {
-	const op = storeutil.OpLogSize
-	if err := s.check(op, runID); err != nil {
-		return 0, err
-	}
-	var n int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT log_bytes FROM corral_runs WHERE id = ?`, runID).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, storeutil.RunNotFound(op, runID)
-	}
-	return n, wrapErr(ctx, op, runID, err)
-}
-
-// CloseLog implements store.EventLog.
-func (s *Store) CloseLog(ctx context.Context, runID string, epoch int64) error {
-	const op = storeutil.OpCloseLog
-	return s.inTx(ctx, op, runID, func(tx *sql.Tx) error {
-		stored, _, closed, err := logState(ctx, tx, op, runID)
-		if err != nil {
-			return err
-		}
-		if done, err := storeutil.CheckClose(runID, epoch, stored, closed); done || err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE corral_runs SET log_closed_at = ? WHERE id = ?`, storeutil.MS(storeutil.Now()), runID)
-		return err
-	})
-}
-
-// LogClosed implements store.EventLog.
-func (s *Store) LogClosed(ctx context.Context, runID string) (bool, error) {
-	const op = storeutil.OpLogClosed
-	if err := s.check(op, runID); err != nil {
-		return false, err
-	}
-	_, _, closed, err := logState(ctx, s.rdb, op, runID)
-	return closed, wrapErr(ctx, op, runID, err)
-}
-
-// --- locks -------------------------------------------------------------------
-
-// The lease table's clock is this machine's wall clock (every process that
-// shares the file runs on it). A row's token only ever grows; expires_at is
-// NULL after a release.
-const (
-	acquireSQL = `INSERT INTO corral_leases (name, token, expires_at) VALUES (?1, 1, ?2 + ?3)
-ON CONFLICT (name) DO UPDATE SET token = token + 1, expires_at = excluded.expires_at
-WHERE expires_at IS NULL OR expires_at <= ?2
-RETURNING token`
-	renewSQL   = `UPDATE corral_leases SET expires_at = ? WHERE name = ? AND token = ? AND expires_at IS NOT NULL`
-	releaseSQL = `UPDATE corral_leases SET expires_at = NULL WHERE name = ? AND token = ?`
-)
-
-// TryLock implements store.Locker.
-func (s *Store) TryLock(ctx context.Context, name string, ttl time.Duration) (store.Lease, bool, error) {
-	const op = storeutil.OpLock
-	if err := storeutil.ValidateLockArgs(name, ttl); err != nil {
-		return nil, false, err
-	}
-	if err := s.check(op, name); err != nil {
-		return nil, false, err
-	}
-	start := time.Now()
-	var token int64
-	err := s.db.QueryRowContext(ctx, acquireSQL, name, start.UnixMilli(), storeutil.TTLMillis(ttl)).Scan(&token)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, wrapErr(ctx, op, name, err)
-	}
-	l := lease.Start(lease.Config{
-		Name: name, Token: token, TTL: ttl, Start: start, Logger: s.log, OnEnd: s.leases.Remove,
-		Backend: &sqlLease{s: s, name: name, token: token, ttl: ttl},
-	})
-	s.leases.Add(l)
-	return l, true, nil
-}
-
-// Lock implements store.Locker.
-func (s *Store) Lock(ctx context.Context, name string, ttl time.Duration) (store.Lease, error) {
-	return lease.Wait(ctx, name, &s.leases.Waker, func(ctx context.Context) (store.Lease, bool, error) {
-		return s.TryLock(ctx, name, ttl)
-	})
-}
-
-type sqlLease struct {
-	s     *Store
-	name  string
-	token int64
-	ttl   time.Duration
-}
-
-func (l *sqlLease) Renew(ctx context.Context) (bool, error) {
-	res, err := l.s.db.ExecContext(ctx, renewSQL, time.Now().UnixMilli()+storeutil.TTLMillis(l.ttl), l.name, l.token)
-	if err != nil {
-		return false, wrapErr(ctx, storeutil.OpRenew, l.name, err)
-	}
-	n, err := res.RowsAffected()
-	return n == 1, wrapErr(ctx, storeutil.OpRenew, l.name, err)
-}
-
-func (l *sqlLease) Release(ctx context.Context) error {
-	_, err := l.s.db.ExecContext(ctx, releaseSQL, l.name, l.token)
-	return wrapErr(ctx, storeutil.OpRelease, l.name, err)
 }

@@ -15,12 +15,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envCrashChild) != "" {
+		os.Exit(crashChild())
+	}
 	storetest.Main(m, func(ctx context.Context, spec string) (store.Store, error) {
 		return sqlitestore.Open(ctx, spec, sqlitestore.Options{})
 	})
 }
 
-func open(t *testing.T, path string) *sqlitestore.Store {
+func open(t testing.TB, path string) *sqlitestore.Store {
 	t.Helper()
 	s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{})
 	if err != nil {

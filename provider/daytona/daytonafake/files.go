@@ -141,7 +141,10 @@ func (s *Server) folder(w http.ResponseWriter, r *http.Request) {
 }
 
 // upload is files/bulk-upload: multipart parts files[i].path and
-// files[i].file; parent directories are made; files are written 0644.
+// files[i].file; parent directories are made (0755) and each file is
+// created or truncated (following links, as the daemon's os.Create does).
+// As the daemon, it goes on past a file it cannot write and answers 400
+// {"errors": [...], "files": [...]} when one failed.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	d, ok := s.running(w, r)
 	if !ok {
@@ -149,57 +152,71 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		daemonError(w, http.StatusBadRequest, "BAD_REQUEST", "expected multipart/form-data: %v", err)
+		fakecloud.WriteJSON(w, http.StatusBadRequest, map[string]any{"errors": []string{"invalid multipart form"}})
 		return
 	}
+	type result struct {
+		Path  string `json:"path"`
+		Bytes int64  `json:"bytes"`
+	}
 	paths := map[string]string{}
+	errs := []string{}
+	files := []result{}
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			daemonError(w, http.StatusBadRequest, "BAD_REQUEST", "%v", err)
-			return
+			errs = append(errs, fmt.Sprintf("reading part: %v", err))
+			break
 		}
 		name := part.FormName()
 		idx, field, ok := strings.Cut(strings.TrimPrefix(name, "files["), "].")
 		if !ok || !strings.HasPrefix(name, "files[") {
-			daemonError(w, http.StatusBadRequest, "BAD_REQUEST", "unexpected form field %q", name)
-			return
+			continue
 		}
 		switch field {
 		case "path":
 			b, _ := io.ReadAll(io.LimitReader(part, 4096))
-			paths[idx] = string(b)
+			paths[idx] = strings.TrimSpace(string(b))
 		case "file":
 			dst, ok := paths[idx]
 			if !ok {
-				dst = part.FileName()
+				errs = append(errs, fmt.Sprintf("file[%s]: missing .path metadata", idx))
+				continue
 			}
 			p, err := d.path(dst)
 			if err != nil {
-				daemonError(w, http.StatusBadRequest, "INVALID_FILE_PATH", "%v", err)
-				return
+				errs = append(errs, fmt.Sprintf("%s: %v", dst, err))
+				continue
 			}
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				daemonError(w, http.StatusBadRequest, "BAD_REQUEST", "%v", err)
-				return
+				errs = append(errs, fmt.Sprintf("%s: mkdir %s: %v", dst, filepath.Dir(dst), err))
+				continue
 			}
 			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-			if err == nil {
-				_, err = io.Copy(f, part)
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: create: %v", dst, err))
+				continue
+			}
+			n, err := io.Copy(f, part)
+			if cerr := f.Close(); err == nil {
+				err = cerr
 			}
 			if err != nil {
-				daemonError(w, http.StatusBadRequest, "BAD_REQUEST", "%v", err)
-				return
+				errs = append(errs, fmt.Sprintf("%s: write: %v", dst, err))
+				continue
 			}
+			files = append(files, result{Path: dst, Bytes: n})
 		}
 	}
-	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(io.Discard, r.Body)
+	if len(errs) > 0 {
+		fakecloud.WriteJSON(w, http.StatusBadRequest, map[string]any{"errors": errs, "files": files})
+		return
+	}
+	fakecloud.WriteJSON(w, http.StatusOK, map[string]any{"files": files})
 }
 
 // download is files/bulk-download: {"paths": [...]} answered as

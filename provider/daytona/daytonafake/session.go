@@ -431,10 +431,23 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request) {
 		ch, code, log := c.changed, c.exit, append([]byte(nil), c.log...)
 		c.mu.Unlock()
 		if code != nil {
-			so, se := demux(log)
-			fakecloud.WriteJSON(w, http.StatusOK, map[string]any{"cmdId": c.id, "exitCode": *code,
-				"output": string(bytes.ReplaceAll(bytes.ReplaceAll(log, stdoutPrefix, nil), stderrPrefix, nil)),
-				"stdout": string(so), "stderr": string(se)})
+			// As the daemon: a client that names no SDK version gets one
+			// combined output unless it sends X-Daytona-Split-Output: true,
+			// then the labelled log; stdout and stderr apart only for an
+			// SDK from 0.167.0 on.
+			sdk := r.Header.Get("X-Daytona-SDK-Version")
+			body := map[string]any{"cmdId": c.id, "exitCode": *code}
+			switch {
+			case (sdk != "" && versionBelow(sdk, 0, 27)) || (sdk == "" && r.Header.Get("X-Daytona-Split-Output") != "true"):
+				body["output"] = string(bytes.ReplaceAll(bytes.ReplaceAll(log, stdoutPrefix, nil), stderrPrefix, nil))
+			default:
+				body["output"] = string(log)
+				if sdk != "" && !versionBelow(sdk, 0, 167) {
+					so, se := demux(log)
+					body["stdout"], body["stderr"] = string(so), string(se)
+				}
+			}
+			fakecloud.WriteJSON(w, http.StatusOK, body)
 			return
 		}
 		select {
@@ -583,4 +596,19 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// versionBelow reports whether the semantic version v is below
+// major.minor (an unparsable version counts as below).
+func versionBelow(v string, major, minor int) bool {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return true
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return ma < major || ma == major && mi < minor
 }

@@ -207,12 +207,15 @@ func (h *handle) httpExec(ctx context.Context, op string, argv []string) (*ExecR
 	return &res, nil
 }
 
-// envScript is the overlay as shell text: one export per variable, each
-// name checked against the env-name rule and each value quoted by
-// sandbox.ShellQuote. It goes into a file through a session's stdin,
-// never into argv or a REST body.
-func envScript(env []string) (string, error) {
+// specScript is a spawned command as shell text for `sh <file>`: it
+// removes its file, exports the overlay (one line per variable, each name
+// checked against the env-name rule and each value quoted by
+// sandbox.ShellQuote) and execs argv (each word quoted the same way). It
+// goes into a file through a session's stdin, never into argv or a REST
+// body.
+func specScript(env, argv []string) (string, error) {
 	var b strings.Builder
+	b.WriteString("rm -f -- \"$0\"\n")
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		if err := sandbox.ValidateEnvName(k); err != nil {
@@ -220,6 +223,11 @@ func envScript(env []string) (string, error) {
 		}
 		fmt.Fprintf(&b, "export %s=%s\n", k, sandbox.ShellQuote(v))
 	}
+	b.WriteString("exec")
+	for _, a := range argv {
+		b.WriteString(" " + sandbox.ShellQuote(a))
+	}
+	b.WriteString("\n")
 	return b.String(), nil
 }
 

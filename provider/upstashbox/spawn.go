@@ -15,15 +15,20 @@ import (
 
 // A spawned command runs detached from every connection:
 //
-//  1. With an environment, a session writes it (export lines, quoted by
-//     sandbox.ShellQuote, names checked) from its stdin into a file only
-//     the box user reads: the values never stand in argv or a REST body.
-//  2. The HTTP exec runs launchScript, which sources and removes that
-//     file, enters the working directory and starts the waiter in a new
-//     session with setsid, then returns at once. The waiter starts the
-//     command with setsid (so it leads its own session and process group,
-//     which the group kill signals), its stdout and stderr appended to two
-//     files, waits for it and writes its exit code to a third.
+//  1. A session writes the command's spec from its stdin into a file only
+//     the box user reads: one export line per variable of its
+//     environment (names checked, values quoted by sandbox.ShellQuote)
+//     and an exec of its argv, each word quoted the same way. Neither the
+//     values nor the argv ever stand in a REST body or in the argv of a
+//     process other than the command's own.
+//  2. The HTTP exec runs launchScript, which enters the working directory,
+//     starts the waiter in a new session with setsid, records the
+//     waiter's pid (the launcher's $!) and returns. The waiter starts
+//     `sh <spec>` with setsid (so the command leads its own session and
+//     process group, which the group kill signals; the spec removes
+//     itself and execs the argv, so the pid is the command's), its
+//     stdout and stderr appended to two files, waits for it and writes
+//     its exit code to a third.
 //  3. A session runs followScript, which copies both files from the
 //     offsets already received and exits with the command's code once the
 //     code file exists. If that socket drops, the follower dies (as Upstash
@@ -32,19 +37,26 @@ import (
 //
 // So nothing a spawned command is depends on a socket staying open: a
 // journal wrapper started by a corral process that dies runs on, and a
-// new process takes the run over from the journal.
-const launchScript = `d=$1 e=$2 c=$3; shift 3
-mkdir -p "$d" || exit 1
-if [ "$e" != - ]; then . "$e" || exit 1; rm -f "$e"; fi
+// new process takes the run over from the journal. And nothing but the
+// command carries its argv: something in the box that kills by argv
+// (journaltest's follow/FollowerShellKilled does) reaches the command
+// alone, never the launcher or the waiter before they recorded what the
+// follower needs (a launcher killed before its setsid left no waiter and
+// no pid, and the follower waited for a code that never came).
+const launchScript = `d=$1 c=$2
+[ -f "$d/c" ] || { echo "corral: the command's spec $d/c is missing" >&2; exit 1; }
 cd "$c" || exit 126
-setsid sh -c '` + waiter + `' sh "$d" "$@" </dev/null >/dev/null 2>&1 &
+setsid sh -c '` + waiter + `' sh "$d" sh "$d/c" </dev/null >/dev/null 2>&1 &
+echo $! >"$d/w.t" && mv "$d/w.t" "$d/w" || exit 1
 exit 0`
 
-// waiter records its pid in $1/w, starts "$@" (after $1, the directory) with setsid, its stdin the
-// waiter's own (through fd 3: an asynchronous list's stdin is /dev/null
-// before its redirections; then closed here), stdout and stderr appended to $1/o and
-// $1/e; waits; writes the exit code to $1/x. It holds no single quote.
-const waiter = `d=$1; shift; echo $$ >"$d/w.t"; mv "$d/w.t" "$d/w"; exec 3<&0; setsid "$@" <&3 3<&- >>"$d/o" 2>>"$d/e" & exec 0</dev/null 3<&-; wait $!; echo $? >"$d/x.t"; mv "$d/x.t" "$d/x"`
+// waiter starts "$@" (after $1, the directory) with setsid, its stdin
+// the waiter's own (through fd 3: an asynchronous list's stdin is
+// /dev/null before its redirections; then closed here), stdout and
+// stderr appended to $1/o and $1/e; waits; writes the exit code to $1/x.
+// Its pid is in $1/w, written by whoever started it (its $!) before any
+// follower looks. It holds no single quote.
+const waiter = `d=$1; shift; exec 3<&0; setsid "$@" <&3 3<&- >>"$d/o" 2>>"$d/e" & exec 0</dev/null 3<&-; wait $!; echo $? >"$d/x.t"; mv "$d/x.t" "$d/x"`
 
 // followScript copies $1/o to stdout and $1/e to stderr from byte
 // offsets $2 and $3 until $1/x holds the exit code, then exits with it
@@ -52,11 +64,12 @@ const waiter = `d=$1; shift; echo $$ >"$d/w.t"; mv "$d/w.t" "$d/w"; exec 3<&0; s
 // execproc's control line (the pid) is stderr's first line, and a caller
 // that waits for it reads no stdout until then (a 4 MiB flood of stdout
 // before it would never be read).
-// A waiter that died without writing the code (killed with the command:
-// its argv carries the command's) counts as exit 137 once the output is
-// drained. It sends at most $4 bytes (below the session's 8 MiB cap) and then
-// exits 254 to be dialled again from the new offsets: an exit of 254 after
-// fewer bytes than $4 is the command's own.
+// A waiter that is not running without having written the code (killed,
+// or its pid file missing) counts as exit 137 once the output is
+// drained. It sends at most $4 bytes (below the session's 8 MiB cap) and
+// then exits 254 to be dialled again from the new offsets: an exit of
+// 254 after fewer bytes than $4 is the command's own. It polls the files
+// every 10 ms for its first 20 idle rounds, then every 50 ms.
 const followScript = `d=$1 no=$2 ne=$3 b=$4 n=0 i=0
 [ -d "$d" ] || { echo "corral: the command's directory $d is gone" >&2; exit 125; }
 sz() { if [ -f "$1" ]; then wc -c <"$1"; else echo 0; fi; }
@@ -69,7 +82,7 @@ while :; do
     tail -c +$((no+1)) "$d/o" | head -c "$k"; no=$((no+k)); n=$((n+k)); m=1; fi
   if [ $f = 1 ] && [ "$no" -ge "$so" ] && [ "$ne" -ge "$se" ]; then c=$(cat "$d/x"); [ "$5" = rm ] && rm -rf "$d"; exit "$c"; fi
   [ "$n" -ge "$b" ] && exit 254
-  if [ $m = 0 ] && [ $f = 0 ] && [ -f "$d/w" ] && w=$(cat "$d/w") && [ -n "$w" ] && ! grep -qs '^State:[[:space:]]*[RSDT]' "/proc/$w/status" && [ ! -f "$d/x" ]; then
+  if [ $m = 0 ] && [ $f = 0 ] && ! { w=$(cat "$d/w" 2>/dev/null) && [ -n "$w" ] && grep -qs '^State:[[:space:]]*[RSDT]' "/proc/$w/status"; } && [ ! -f "$d/x" ]; then
     echo 137 >"$d/x"; continue; fi
   if [ $m = 0 ]; then i=$((i+1)); if [ $i -lt 20 ]; then sleep 0.01; else sleep 0.05; fi; fi
 done`
@@ -81,6 +94,7 @@ const execScript = `d=$1 b=$2 F=$3; shift 3
 mkdir -p "$d" || exit 1
 exec 3<&0
 setsid sh -c '` + waiter + `' sh "$d" "$@" <&3 3<&- >/dev/null 2>&1 &
+echo $! >"$d/w.t" && mv "$d/w.t" "$d/w" || exit 1
 exec 0</dev/null 3<&-
 exec sh -c "$F" sh "$d" 0 0 "$b" rm`
 
@@ -128,35 +142,30 @@ func (h *handle) startExec(ctx context.Context, op string, spec execproc.Spec) (
 // spawnDetached starts spec detached (steps 1 and 2) and its follower.
 func (h *handle) spawnDetached(ctx context.Context, op string, spec execproc.Spec) (*followed, error) {
 	dir := h.procDir(randomHex(8))
-	envFile := "-"
-	if len(spec.Env) > 0 {
-		script, err := envScript(spec.Env)
-		if err != nil {
-			return nil, err
-		}
-		envFile = dir + ".env"
-		s, err := h.session(ctx, op, Frame{Type: "start", Cwd: "/", Argv: []string{"sh", "-c",
-			`umask 077; mkdir -p "$1" && cat >"$2"`, "sh", path.Dir(dir), envFile}})
-		if err != nil {
-			return nil, err
-		}
-		_, werr := s.Write([]byte(script))
-		if werr == nil {
-			werr = s.CloseStdin()
-		}
-		cerr := s.Copy(io.Discard, io.Discard)
-		_ = s.Close()
-		code, _ := s.Exit(ctx)
-		if werr != nil || cerr != nil || code != 0 {
-			return nil, sandbox.Errorf(sandbox.Unavailable, op, h.b.ID, "writing the command's environment failed (exit %d): %v %v", code, werr, cerr)
-		}
+	script, err := specScript(spec.Env, spec.Argv)
+	if err != nil {
+		return nil, err
+	}
+	s, err := h.session(ctx, op, Frame{Type: "start", Cwd: "/", Argv: []string{"sh", "-c",
+		`umask 077; mkdir -p "$1" && cat >"$1/c.t" && mv "$1/c.t" "$1/c"`, "sh", dir}})
+	if err != nil {
+		return nil, err
+	}
+	_, werr := s.Write([]byte(script))
+	if werr == nil {
+		werr = s.CloseStdin()
+	}
+	cerr := s.Copy(io.Discard, io.Discard)
+	_ = s.Close()
+	code, _ := s.Exit(ctx)
+	if werr != nil || cerr != nil || code != 0 {
+		return nil, sandbox.Errorf(sandbox.Unavailable, op, h.b.ID, "writing the command's spec failed (exit %d): %v %v", code, werr, cerr)
 	}
 	wd := spec.Dir
 	if wd == "" {
 		wd = h.root
 	}
-	argv := append([]string{"sh", "-c", launchScript, "sh", dir, envFile, wd}, spec.Argv...)
-	res, err := h.httpExec(ctx, op, argv)
+	res, err := h.httpExec(ctx, op, []string{"sh", "-c", launchScript, "sh", dir, wd})
 	if err != nil {
 		return nil, err
 	}

@@ -146,6 +146,24 @@ func (f *Fake) session(w http.ResponseWriter, r *http.Request) {
 		defer wmu.Unlock()
 		return conn.Write(ctx, websocket.MessageText, data)
 	}
+	// sendData writes an output frame as encoding/json would
+	// ({"type":…,"data":…}: base64 needs no escaping), without its per-byte
+	// scan of the payload.
+	var frame []byte
+	sendData := func(kind string, chunk []byte) error {
+		prefix := `{"type":"` + kind + `","data":"`
+		need := len(prefix) + base64.StdEncoding.EncodedLen(len(chunk)) + 2
+		if cap(frame) < need {
+			frame = make([]byte, 0, need)
+		}
+		frame = append(frame[:0], prefix...)
+		frame = frame[:need]
+		base64.StdEncoding.Encode(frame[len(prefix):], chunk)
+		copy(frame[need-2:], `"}`)
+		wmu.Lock()
+		defer wmu.Unlock()
+		return conn.Write(ctx, websocket.MessageText, frame)
+	}
 	hctx, hcancel := context.WithTimeout(ctx, 30*time.Second)
 	typ, data, err := conn.Read(hctx)
 	hcancel()
@@ -208,7 +226,7 @@ func (f *Fake) session(w http.ResponseWriter, r *http.Request) {
 		}
 		*total += int64(len(chunk))
 		sent.Add(int64(len(chunk)))
-		if err := send(upstashbox.Frame{Type: kind, Data: base64.StdEncoding.EncodeToString(chunk)}); err != nil {
+		if err := sendData(kind, chunk); err != nil {
 			disconnect()
 		}
 	}

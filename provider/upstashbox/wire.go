@@ -132,9 +132,9 @@ type ErrorBody struct {
 	Error string `json:"error"`
 }
 
-// SessionPath is the exec session WebSocket under /v2/box/{id}. The
-// pinned SDK (0.5.5) predates sessions, so the path is the one this
-// provider and its fake agree on; the frames are the reference's.
+// SessionPath is the exec session WebSocket under /v2/box/{id}: the
+// official Python SDK's (upstash_box/_exec_session.py); the pinned
+// TypeScript SDK (0.5.5) has no session.
 const SessionPath = "/exec-session"
 
 // Frame is one JSON text frame of the exec session.
@@ -144,8 +144,9 @@ const SessionPath = "/exec-session"
 //	server → client: started{pid, execId}, stdout{data}, stderr{data},
 //	                 exit{code}, error{message}
 //
-// data is base64. Signals are TERM, KILL, INT and HUP (others become
-// TERM). Dropping the socket kills the command; it cannot be re-attached.
+// data is base64. The Python SDK sends TERM, KILL, INT, HUP, TSTP, QUIT,
+// USR1 and USR2 (the fake delivers the first four; others become TERM).
+// Dropping the socket kills the command; it cannot be re-attached.
 type Frame struct {
 	Type    string   `json:"type"`
 	Argv    []string `json:"argv,omitempty"`

@@ -12,5 +12,6 @@ import (
 	_ "github.com/d10ffeed/corral/provider/local"
 	_ "github.com/d10ffeed/corral/provider/sbx"
 	_ "github.com/d10ffeed/corral/provider/sprites"
+	_ "github.com/d10ffeed/corral/provider/upstashbox"
 	_ "github.com/d10ffeed/corral/provider/vercel"
 )

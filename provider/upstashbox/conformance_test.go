@@ -1,8 +1,6 @@
 package upstashbox_test
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/d10ffeed/corral/journal/journaltest"
@@ -10,9 +8,6 @@ import (
 	"github.com/d10ffeed/corral/run/runtest"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/sandboxtest"
-	"github.com/d10ffeed/corral/store"
-	"github.com/d10ffeed/corral/store/memstore"
-	"github.com/d10ffeed/corral/store/sqlitestore"
 )
 
 // TestConformance runs the provider suite against the Upstash Box fake, whose
@@ -42,29 +37,8 @@ func TestJournalConformance(t *testing.T) {
 }
 
 // TestRunConformance runs the takeover and reaper suites over the
-// memory and SQLite stores (the durable run fields included), the two in
-// parallel (each suite's runs and boxes are its own; most of a case is
-// waiting, LeavesStartingRunAlone's 15 s first-byte deadline above all).
+// memory and SQLite stores (the durable run fields included).
 func TestRunConformance(t *testing.T) {
 	p, _ := newProvider(t, newFake(t), upstashbox.Options{})
-	for name, open := range map[string]func(t *testing.T) store.Store{
-		"memory": func(t *testing.T) store.Store {
-			st := memstore.New(memstore.Options{})
-			t.Cleanup(func() { st.Close() })
-			return st
-		},
-		"sqlite": func(t *testing.T) store.Store {
-			st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "corral.db"), sqlitestore.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			return st
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			runtest.Run(t, runtest.Harness{Provider: p, Store: open})
-		})
-	}
+	runtest.RunEach(t, p, runtest.EmbeddedStores())
 }

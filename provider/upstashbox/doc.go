@@ -69,10 +69,10 @@
 //     Spawn's spec, never in argv or a REST body
 //     (TestSecretsNeverInRESTBodies).
 //
-// The kill is a group kill (a kill script over a session) on the
-// command's own process group, execproc's with one change: a zombie is
-// not alive (a killed follower's children are orphans the box's init
-// reaps when it gets to them; waiting for that cost 1.6 s a kill here).
+// The kill is execproc's group kill (a kill script over a session) on the
+// command's own process group; it counts no zombie as alive (a killed
+// follower's children are orphans the box's init reaps when it gets to
+// them; waiting for that cost 1.6 s a kill here).
 // KillMeasured passes, so killableProcesses is claimed. writableStdin is
 // not: a spawned command reads /dev/null (a detached command has no
 // socket to read from). ownProcessTable is not claimed against the fake

@@ -38,7 +38,7 @@ func (p *Provider) newHandle(ctx context.Context, op string, b Box, env map[stri
 		}
 	}
 	h.run = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: b.ID, Root: h.root,
-		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Kill: h.kill, Logger: p.log})
+		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Logger: p.log})
 	h.fs = execfs.New(func(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
 		return h.run.Run(ctx, Name+".fs", cmd.Argv(), cmd.Stdin, "")
 	}, execfs.Options{Root: h.root, Provider: Name})

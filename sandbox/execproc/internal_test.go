@@ -2,8 +2,15 @@ package execproc
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 func TestCtlWriter(t *testing.T) {
@@ -107,4 +114,55 @@ func TestBufPipeBounded(t *testing.T) {
 			t.Error("a read after Close must fail")
 		}
 	})
+}
+
+// TestKillScriptZombieIsNotAlive: a group whose only member left is a
+// zombie (an orphan its reaper has not got to yet) is gone for the kill
+// script: "ok", where counting the zombie made it wait out its checks and
+// report "survived".
+func TestKillScriptZombieIsNotAlive(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	leader := exec.Command("sleep", "1000")
+	leader.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reaped := make(chan struct{})
+	go func() { _ = leader.Wait(); close(reaped) }()
+	t.Cleanup(func() { _ = leader.Process.Kill(); <-reaped })
+	pg := leader.Process.Pid
+	// A member of the group that exits and that the test does not reap
+	// until cleanup: a zombie in the group.
+	z := exec.Command("true")
+	z.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pg}
+	if err := z.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = z.Wait() })
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", z.Process.Pid))
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && b[i+2] == 'Z' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no zombie")
+		}
+	}
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		want string
+	}{{syscall.SIGTERM, "ok"}, {syscall.SIGKILL, "ok"}} {
+		out, err := exec.Command("sh", "-c", killScript, "sh", strconv.Itoa(pg), strconv.Itoa(int(tc.sig)), "100").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.sig == syscall.SIGTERM {
+			<-reaped // the leader is gone: the zombie is all that is left of the group
+		}
+		if got := strings.TrimSpace(string(out)); got != tc.want {
+			t.Errorf("signal %d: %q, want %q", tc.sig, got, tc.want)
+		}
+	}
 }

@@ -44,11 +44,28 @@ exec "$@"
 
 // killScript signals process group $1 with signal number $2. For SIGTERM
 // it waits up to $3 ticks of 50 ms for the group to empty and then sends
-// SIGKILL; for SIGTERM and SIGKILL it verifies that the group is gone. It
-// prints one word: gone (nothing to signal), sent (a signal that is only
-// delivered), ok, or survived.
+// SIGKILL; for SIGTERM and SIGKILL it verifies that nothing of the group
+// runs. It prints one word: gone (nothing to signal), sent (a signal that
+// is only delivered), ok, or survived.
+//
+// A zombie is not alive: the children a killed command leaves (a journal
+// follower's tail and watchdog) are orphans that the sandbox's init reaps
+// when it gets to them, and until then kill -0 finds them in the group
+// (an init that reaps every second or two made every kill wait that
+// long). Where /proc can be read, each member's state is read from it;
+// where it cannot, kill -0 decides.
 const killScript = `pg=$1 sig=$2 n=$3
-alive() { kill -0 -"$pg" 2>/dev/null || kill -0 "$pg" 2>/dev/null; }
+alive() {
+  kill -0 -"$pg" 2>/dev/null || kill -0 "$pg" 2>/dev/null || return 1
+  [ -r /proc/self/stat ] || return 0
+  if IFS= read -r l 2>/dev/null <"/proc/$pg/stat"; then set -- ${l##*') '}; [ "$1" != Z ] && return 0; fi
+  for f in /proc/[0-9]*/stat; do
+    IFS= read -r l 2>/dev/null <"$f" || continue
+    set -- ${l##*') '}
+    [ "$3" = "$pg" ] && [ "$1" != Z ] && return 0
+  done
+  return 1
+}
 kill -"$sig" -"$pg" 2>/dev/null || kill -"$sig" "$pg" 2>/dev/null || { echo gone; exit 0; }
 if [ "$sig" != 15 ] && [ "$sig" != 9 ]; then echo sent; exit 0; fi
 i=0

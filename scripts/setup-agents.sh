@@ -31,9 +31,10 @@ pkgs=(
   "e2b@2.51.0"
   "@fly/sprites@0.1.0"
   "@vercel/sandbox@3.5.0"
+  "railway@3.11.0"
 )
 # "-": a library with no binary, checked by its package.json version alone.
-bins=(claude codex opencode - - - - - -)
+bins=(claude codex opencode - - - - - - -)
 
 warn() { printf 'setup-agents: %s\n' "$*" >&2; }
 fail() {

@@ -1,0 +1,2 @@
+// Package railway is corral's provider for Railway sandboxes.
+package railway

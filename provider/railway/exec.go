@@ -78,7 +78,7 @@ func command(argv []string) string {
 // no stdin data frame).
 func (b backend) Start(ctx context.Context, op string, spec execproc.Spec) (execproc.Stream, error) {
 	s := &stream{h: b.h, op: op, spec: spec, ready: make(chan struct{})}
-	if spec.Stdin {
+	if spec.Stdin && !strings.HasSuffix(op, ".spawn") { // a spawned process's stdin is not writable
 		s.pending = true
 		return s, nil
 	}

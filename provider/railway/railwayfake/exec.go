@@ -19,8 +19,9 @@ const (
 	tagStderr = 3
 )
 
-// logCap bounds the output a durable session retains for reattach.
-const logCap = 8 << 20
+// logCap bounds the output a durable session retains for reattach (the
+// fake keeps more than it needs: corral's suites stream 24 MiB).
+const logCap = 64 << 20
 
 // session is one exec: a process whose output is retained so that a
 // client may reattach by durable_session_name after its connection
@@ -267,7 +268,7 @@ func (f *Fake) execWS(w http.ResponseWriter, r *http.Request) {
 	}
 	code := sess.proc.ExitCode()
 	reason := ""
-	if code > 128 { // a signalled process reports -1
+	if code > 128 && code <= 128+64 { // a signalled process reports -1 (fakecloud says 128+N)
 		code, reason = -1, "signal"
 	}
 	_ = c.Write(ctx, websocket.MessageText, mustJSON(map[string]any{"type": "exit", "data": map[string]any{"exit_code": code, "reason": reason}}))

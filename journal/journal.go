@@ -7,7 +7,9 @@
 // read the journal from any byte offset (follow or poll), probe for the
 // exit, or kill the agent — all through the sandbox contract's exec and
 // spawn, with every value passed as a positional parameter, never spliced
-// into shell text.
+// into shell text. Where the sandbox's files are the host's
+// (sandbox.HostPather), the Reader reads the journal file itself and
+// Remove deletes it with os calls: no process (the Host strategy).
 //
 // # The journal
 //

@@ -192,8 +192,15 @@ func Kill(ctx context.Context, h sandbox.Handle, p Paths, grace time.Duration) e
 }
 
 // Remove deletes a run's journal files and its private files directory.
+// Where the sandbox's files are the host's (sandbox.HostPather) it removes
+// them itself, without a process; a link the agent put in their place is
+// removed, never followed.
 func Remove(ctx context.Context, h sandbox.Handle, p Paths) error {
-	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"rm", "-rf", "--", p.Journal, p.Journal + ".pre", p.Err, p.In, p.Files}})
+	files := []string{p.Journal, p.Journal + ".pre", p.Err, p.In, p.Files}
+	if done, err := removeOnHost(ctx, h, p, files); done {
+		return err
+	}
+	res, err := h.Exec(ctx, sandbox.Command{Args: append([]string{"rm", "-rf", "--"}, files...)})
 	if err != nil {
 		return err
 	}

@@ -18,9 +18,14 @@ type Strategy string
 
 // Strategies.
 const (
-	// Auto follows on providers whose processes can be killed and run in
-	// the background, and polls elsewhere.
+	// Auto reads on the host where the sandbox's files are the host's
+	// (sandbox.HostPather), follows on providers whose processes can be
+	// killed and run in the background, and polls elsewhere.
 	Auto Strategy = ""
+	// Host reads the journal's file on the host directly, woken by inotify
+	// and Reader.Exited: no process per read. Where the handle has no host
+	// path it is Auto's choice among the others.
+	Host Strategy = "host"
 	// Follow streams the journal with a spawned tail -f: the lowest latency.
 	Follow Strategy = "follow"
 	// Poll reads new bytes with one exec every PollInterval.
@@ -82,7 +87,8 @@ type Reader struct {
 	Handle sandbox.Handle
 	Paths  Paths
 	Nonce  string
-	// Strategy defaults to StrategyFor(Handle.Capabilities()).
+	// Strategy defaults to Host where the handle's files are the host's,
+	// else to StrategyFor(Handle.Capabilities()).
 	Strategy Strategy
 	// PollInterval is the pause between poll reads once a poll has caught
 	// up. Default 250ms.
@@ -110,7 +116,14 @@ type Reader struct {
 
 func (r *Reader) defaults() {
 	if r.Strategy == Auto {
-		r.Strategy = StrategyFor(r.Handle.Capabilities())
+		if _, ok := r.hostPath(); ok {
+			r.Strategy = Host
+		}
+	}
+	if r.Strategy == Auto || r.Strategy == Host {
+		if _, ok := r.hostPath(); !ok {
+			r.Strategy = StrategyFor(r.Handle.Capabilities())
+		}
 	}
 	if r.PollInterval <= 0 {
 		r.PollInterval = 250 * time.Millisecond
@@ -144,9 +157,13 @@ func (r *Reader) Read(ctx context.Context, from int64, fn func(Line) error) (Exi
 	s := &readState{r: r, f: newFramer(from, r.MaxLine, r.Nonce, fn), from: from, started: time.Now()}
 	var x *Exit
 	var err error
-	if r.Strategy == Follow {
+	switch r.Strategy {
+	case Host:
+		hp, _ := r.hostPath()
+		x, err = s.hostRead(ctx, hp)
+	case Follow:
 		x, err = s.follow(ctx)
-	} else {
+	default:
 		x, err = s.pollLoop(ctx, false)
 	}
 	if err != nil {

@@ -1,13 +1,11 @@
 package journal
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,15 +77,16 @@ func TestAliveFn(t *testing.T) {
 	lp := live.Process.Pid
 	other := background(t, "sleep", "300")
 	op := other.Process.Pid
-	// A zombie: a child its parent never reaps.
-	z := exec.Command("sh", "-c", `sleep 0 & echo $!; exec sleep 300`)
-	zout, _ := z.StdoutPipe()
+	// A zombie: a child of the test that it does not reap until cleanup.
+	// (A shell's background child is no good: a shell reaps it when it
+	// ends before the shell has exec'd, which a loaded machine makes
+	// likely.)
+	z := exec.Command("true")
 	if err := z.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = z.Process.Kill(); _ = z.Wait() })
-	line, _ := bufio.NewReader(zout).ReadString('\n')
-	zp, _ := strconv.Atoi(strings.TrimSpace(line))
+	t.Cleanup(func() { _ = z.Wait() })
+	zp := z.Process.Pid
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", zp))
 		if i := bytes.LastIndexByte(b, ')'); i > 0 && b[i+2] == 'Z' {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -215,7 +216,7 @@ func (d *driver) afterRun(ctx context.Context, status store.RunStatus) {
 			d.r.log.Warn("run: removing a harness file failed", "run", d.run.ID, "path", p, "err", err)
 		}
 	}
-	if len(d.remove) > 0 {
+	if len(d.remove) > 0 && !d.removeOnHost() {
 		res, err := d.handle.Exec(ctx, sandbox.Command{Args: append([]string{"rm", "-rf", "--"}, d.remove...)})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("rm exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
@@ -240,4 +241,25 @@ func (d *driver) afterRun(ctx context.Context, status store.RunStatus) {
 	if _, _, err := d.r.ensure.SnapshotAfterRun(ctx, d.def, req, d.handle); err != nil {
 		d.r.log.Warn("run: snapshot after the run failed", "run", d.run.ID, "err", err)
 	}
+}
+
+// removeOnHost removes the agent's per-run state with os calls where the
+// sandbox's files are the host's (sandbox.HostPather): no rm process. It
+// reports false, having removed nothing, when a path has no host path.
+func (d *driver) removeOnHost() bool {
+	host := make([]string, 0, len(d.remove))
+	for _, p := range d.remove {
+		hp, ok := sandbox.HostPath(d.handle, p)
+		if !ok {
+			return false
+		}
+		host = append(host, hp)
+	}
+	for _, p := range host {
+		// RemoveAll removes a link itself, never what it names.
+		if err := os.RemoveAll(p); err != nil {
+			d.r.log.Warn("run: removing the agent's per-run state failed", "run", d.run.ID, "path", p, "err", err)
+		}
+	}
+	return true
 }

@@ -18,7 +18,8 @@ const MaxStderr = 64 << 10
 // redacted as in its events. It is for a run that goes on: the journal,
 // stderr included, is removed when the run ends (a failed run keeps the
 // tail of its stderr in its error), so an ended run's is "" once removed;
-// a gone sandbox is NotFound.
+// a gone sandbox is NotFound (a run still starting, whose sandbox is not
+// made yet, has "").
 func (r *Runner) Stderr(ctx context.Context, runID string, max int) (string, error) {
 	const op = "run.stderr"
 	if max <= 0 || max > MaxStderr {
@@ -40,6 +41,9 @@ func (r *Runner) Stderr(ctx context.Context, runID string, max int) (string, err
 		return "", err
 	}
 	if !ok {
+		if !rec.Status.Terminal() {
+			return "", nil // still starting: its sandbox is not made yet, nothing written
+		}
 		return "", sandbox.Errorf(sandbox.NotFound, op, runID, "the run's sandbox is gone, and its stderr with it")
 	}
 	paths, err := journal.PathsFor(r.opts.JournalDir, rec.ID)

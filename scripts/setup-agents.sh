@@ -31,10 +31,11 @@ pkgs=(
   "e2b@2.51.0"
   "@fly/sprites@0.1.0"
   "@vercel/sandbox@3.5.0"
+  "@blaxel/core@0.3.21"
   "railway@3.11.0"
 )
 # "-": a library with no binary, checked by its package.json version alone.
-bins=(claude codex opencode - - - - - - -)
+bins=(claude codex opencode - - - - - - - -)
 
 warn() { printf 'setup-agents: %s\n' "$*" >&2; }
 fail() {
@@ -117,3 +118,4 @@ for i in "${!pkgs[@]}"; do
   fi
 done
 printf 'setup-agents: ok in %s: %s\n' "$dir" "$(IFS=,; echo "${status[*]}" | sed 's/,/, /g')"
+bash "$(dirname "$0")/../provider/cloudflare/bridge/install.sh" # the Cloudflare bridge Worker's npm dependencies and node 22 for wrangler

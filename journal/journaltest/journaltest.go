@@ -45,6 +45,10 @@ func Run(t *testing.T, h Harness) {
 		t.Logf("follow strategy not used: provider %q does not claim backgroundProcesses and killableProcesses", h.Provider.Name())
 	}
 	s := &suite{h: h}
+	if _, hs := s.sandbox(t); hostReads(hs) {
+		strategies = append(strategies, journal.Host, hostWatched)
+		t.Run("HostAttacks", s.hostAttacks)
+	}
 	t.Run("HostileRunID", s.testHostileRunID)
 	t.Run("Probe", s.testProbe)
 	t.Run("KillTree", s.testKill)
@@ -133,6 +137,17 @@ func removeJournal(h sandbox.Handle, p journal.Paths) {
 // reads it: with Reader.Exited from journal.StartWatch.
 const watched journal.Strategy = "follow+exited"
 
+// hostWatched is the host strategy as the driver reads it (with
+// Reader.Exited).
+const hostWatched journal.Strategy = "host+exited"
+
+// hostReads reports whether h's files are the host's, so the host
+// strategy reads its journals.
+func hostReads(h sandbox.Handle) bool {
+	_, ok := sandbox.HostPath(h, journal.DefaultDir)
+	return ok
+}
+
 // exited maps a journal's path to the channel journal.StartWatch returned
 // for it.
 var exited sync.Map
@@ -149,8 +164,11 @@ func launch(ctx context.Context, h sandbox.Handle, spec journal.Spec) error {
 
 func reader(h sandbox.Handle, p journal.Paths, nonce string, st journal.Strategy) *journal.Reader {
 	r := &journal.Reader{Handle: h, Paths: p, Nonce: nonce, Strategy: st, PollInterval: 50 * time.Millisecond}
-	if st == watched {
+	if st == watched || st == hostWatched {
 		r.Strategy = journal.Follow
+		if st == hostWatched {
+			r.Strategy = journal.Host
+		}
 		if ch, ok := exited.Load(p.Journal); ok {
 			r.Exited = ch.(<-chan struct{})
 		}

@@ -127,23 +127,51 @@ func (h *handle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecRe
 	}
 	// The command has exited. Its output is complete once the pipes reach
 	// EOF; a backgrounded child that keeps them open is not waited for
-	// longer than pipeDrain.
-	drain := time.NewTimer(pipeDrain)
-	defer drain.Stop()
-	for _, done := range []<-chan struct{}{outDone, errDone} {
-		select {
-		case <-done:
-		case <-drain.C:
-			pr.closeReaders()
-		}
-	}
+	// longer than pipeDrain — unless output still waits unread in a pipe
+	// (the readers are slow, on a loaded machine), which closing the pipe
+	// would lose.
+	drainAfterExit(time.After, []<-chan struct{}{outDone, errDone}, func() int {
+		return pending(pr.stdout) + pending(pr.stderr)
+	}, pr.closeReaders)
 	wg.Wait()
 	res.ExitCode = pr.exitCode
 	return res, nil
 }
 
-// pipeDrain bounds how long Exec waits for output after the command exits.
-const pipeDrain = time.Second
+// pipeDrain bounds how long Exec waits for output after the command exits
+// while nothing is left unread in its pipes; maxDrain bounds the wait while
+// something is (a background child that writes without end).
+const (
+	pipeDrain = time.Second
+	maxDrain  = 30 * time.Second
+)
+
+// drainAfterExit waits for every done channel (a pipe read to EOF). Each
+// pipeDrain (after) it asks unread: while bytes wait unread it goes on
+// waiting, up to maxDrain in all; when none wait (only a background child
+// holds the pipes open), or at maxDrain, it calls closeReaders, which ends
+// the reads.
+func drainAfterExit(after func(time.Duration) <-chan time.Time, dones []<-chan struct{}, unread func() int, closeReaders func()) {
+	waited := time.Duration(0)
+	tick := after(pipeDrain)
+	for _, done := range dones {
+		for open := true; open; {
+			select {
+			case <-done:
+				open = false
+			case <-tick:
+				waited += pipeDrain
+				if unread() > 0 && waited < maxDrain {
+					tick = after(pipeDrain)
+					continue
+				}
+				closeReaders()
+				<-done
+				open = false
+			}
+		}
+	}
+}
 
 func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
 	if cmd.Stdin != nil {
@@ -167,4 +195,19 @@ func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Proces
 		go func() { <-pr.done; t.Stop() }()
 	}
 	return pr, nil
+}
+
+var _ sandbox.HostPather = (*handle)(nil)
+
+// HostPath maps a sandbox path to the host's: a local sandbox's commands
+// run on the host, so an absolute path is the host's own, and a relative
+// one is under the sandbox directory.
+func (h *handle) HostPath(p string) (string, bool) {
+	if p == "" {
+		return "", false
+	}
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p), true
+	}
+	return filepath.Join(h.id, p), true
 }

@@ -2,10 +2,6 @@ package sprites
 
 import (
 	"context"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/d10ffeed/corral/sandbox"
@@ -144,31 +140,3 @@ func (h *handle) Fork(context.Context) (sandbox.Handle, error) {
 
 // Destroy deletes the Sprite.
 func (h *handle) Destroy(ctx context.Context) error { return h.p.Destroy(ctx, h.sp.Name) }
-
-// upload copies the host directory src into the workspace root through
-// the FS; a link is refused.
-func upload(ctx context.Context, fsys sandbox.FS, src string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		switch {
-		case d.IsDir():
-			return fsys.MkdirAll(ctx, rel)
-		case d.Type()&os.ModeSymlink != 0:
-			return fmt.Errorf("SourceDir holds a symbolic link (%s); the sprites provider uploads regular files only", rel)
-		case d.Type().IsRegular():
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return fsys.WriteFile(ctx, rel, data)
-		}
-		return nil
-	})
-}

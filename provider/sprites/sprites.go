@@ -162,7 +162,7 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 		return nil, err
 	}
 	if opts.SourceDir != "" {
-		if err := upload(ctx, h.fs, opts.SourceDir); err != nil {
+		if err := sandbox.UploadDir(ctx, h.fs, opts.SourceDir, Name); err != nil {
 			p.cleanup(ctx, sp.Name)
 			return nil, sandbox.Wrap(sandbox.Internal, Name+".create", sp.Name, err)
 		}

@@ -207,7 +207,7 @@ func (p *Provider) create(ctx context.Context, opts sandbox.CreateOptions, snaps
 		return nil, err
 	}
 	if opts.SourceDir != "" {
-		if err := upload(ctx, h.fs, opts.SourceDir); err != nil {
+		if err := sandbox.UploadDir(ctx, h.fs, opts.SourceDir, Name); err != nil {
 			p.cleanup(ctx, name)
 			return nil, sandbox.Wrap(sandbox.Internal, Name+".create", name, err)
 		}

@@ -101,8 +101,10 @@ func TestGroupCommitFailureIsItsOwn(t *testing.T) {
 			t.Errorf("%s: got %v", w.name, errs[i])
 		}
 	}
-	if b, n := after.Batches-before.Batches, after.Writes-before.Writes; b != 1 || n != int64(len(writes)) {
-		t.Errorf("the %d queued writes ran in %d transactions (%d writes), want 1", len(writes), b, n)
+	// Usually one transaction; a write still on its way to the queue when
+	// the writer is released may take a second one.
+	if b, n := after.Batches-before.Batches, after.Writes-before.Writes; b < 1 || b > 2 || n != int64(len(writes)) {
+		t.Errorf("the %d queued writes ran in %d transactions (%d writes), want 1 or 2", len(writes), b, n)
 	}
 	// What landed, seen through another handle (so: committed).
 	s2 := open(t, path)

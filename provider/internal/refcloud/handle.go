@@ -2,12 +2,8 @@ package refcloud
 
 import (
 	"context"
-	"fmt"
-	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 
@@ -122,32 +118,4 @@ func (h *handle) status(ctx context.Context, pid int) (ProcessStatus, error) {
 	_, err := h.p.c.Do(ctx, cloudhttp.Request{Op: Name + ".process", ID: h.sb.ID, Method: http.MethodGet,
 		Path: h.processPath(pid)}, &st)
 	return st, err
-}
-
-// upload copies the host directory src into the workspace root through
-// the FS, keeping the executable bit; a link is refused.
-func upload(ctx context.Context, fsys sandbox.FS, src string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		switch {
-		case d.IsDir():
-			return fsys.MkdirAll(ctx, rel)
-		case d.Type()&os.ModeSymlink != 0:
-			return fmt.Errorf("SourceDir holds a symbolic link (%s); the reference provider uploads regular files only", rel)
-		case d.Type().IsRegular():
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return fsys.WriteFile(ctx, rel, data)
-		}
-		return nil
-	})
 }

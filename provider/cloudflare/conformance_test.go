@@ -1,0 +1,55 @@
+package cloudflare_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/d10ffeed/corral/journal/journaltest"
+	"github.com/d10ffeed/corral/provider/cloudflare"
+	"github.com/d10ffeed/corral/run/runtest"
+	"github.com/d10ffeed/corral/sandbox/sandboxtest"
+	"github.com/d10ffeed/corral/store"
+	"github.com/d10ffeed/corral/store/memstore"
+	"github.com/d10ffeed/corral/store/sqlitestore"
+)
+
+// TestConformance runs the provider suite against the fake bridge across
+// the loopback network; the kill case measures the group kill through the
+// exec WebSocket (killableProcesses claimed on that measure).
+func TestConformance(t *testing.T) {
+	p, _ := newProvider(t, newFake(t), cloudflare.Options{})
+	sandboxtest.Run(t, sandboxtest.Harness{Provider: p})
+}
+
+// TestJournalConformance runs the journal suite over the network. The
+// flood is 16 MiB (four times execproc's 4 MiB of unread output per
+// stream) rather than 64: each strategy's flood crosses the WebSocket, and
+// 64 MiB three times took 42 s of this package's time under -race.
+func TestJournalConformance(t *testing.T) {
+	p, _ := newProvider(t, newFake(t), cloudflare.Options{})
+	journaltest.Run(t, journaltest.Harness{Provider: p, FloodBytes: 16 << 20})
+}
+
+// TestRunConformance runs the takeover and reaper suites over the
+// memory and SQLite stores (the durable run fields included).
+func TestRunConformance(t *testing.T) {
+	p, _ := newProvider(t, newFake(t), cloudflare.Options{})
+	for name, open := range map[string]func(t *testing.T) store.Store{
+		"memory": func(t *testing.T) store.Store {
+			st := memstore.New(memstore.Options{})
+			t.Cleanup(func() { st.Close() })
+			return st
+		},
+		"sqlite": func(t *testing.T) store.Store {
+			st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "corral.db"), sqlitestore.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		},
+	} {
+		t.Run(name, func(t *testing.T) { runtest.Run(t, runtest.Harness{Provider: p, Store: open}) })
+	}
+}

@@ -1,0 +1,77 @@
+package cloudflare_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/provider/cloudflare"
+	"github.com/d10ffeed/corral/provider/cloudflare/cloudflarefake"
+)
+
+const testToken = "cf-bridge-test-token-3c9d"
+
+// newFake starts the fake bridge on loopback; it is closed (every sandbox
+// destroyed) when the test ends.
+func newFake(t *testing.T) *cloudflarefake.Server {
+	t.Helper()
+	s, err := cloudflarefake.New(fakecloud.Options{BaseDir: t.TempDir(), Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// sleeps records the pauses cloudhttp asked for instead of waiting them.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *sleeps) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.d...)
+}
+
+// newProvider returns the provider over the fake; pauses between retries
+// are recorded, not waited.
+func newProvider(t *testing.T, s *cloudflarefake.Server, opts cloudflare.Options) (*cloudflare.Provider, *sleeps) {
+	t.Helper()
+	sl := &sleeps{}
+	opts.URL = s.URL()
+	if opts.Token == "" {
+		opts.Token = testToken
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = sl.sleep
+	}
+	if opts.Jitter == nil {
+		opts.Jitter = func() float64 { return 0 }
+	}
+	if opts.KillGrace == 0 {
+		opts.KillGrace = 200 * time.Millisecond
+	}
+	p, err := cloudflare.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, sl
+}
+
+func hangGuard(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -25,6 +25,10 @@ const (
 	tagStderr = 3
 	// maxStdin bounds the stdin an Exec may carry (it is uploaded first).
 	maxStdin = 64 << 20
+	// maxInlineStdin is the most stdin carried in the command text (at
+	// most four bytes of text each: under the kernel's 128 KiB for one
+	// argument).
+	maxInlineStdin = 16 << 10
 	// handshakeTimeout bounds the token, the upgrade and the init frame.
 	handshakeTimeout = 30 * time.Second
 )
@@ -82,7 +86,7 @@ func (b backend) Start(ctx context.Context, op string, spec execproc.Spec) (exec
 		s.pending = true
 		return s, nil
 	}
-	if err := s.launch(ctx, ""); err != nil {
+	if err := s.launch(ctx, "", nil); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -107,11 +111,13 @@ type stream struct {
 	wmu      sync.Mutex
 	closed   atomic.Bool
 	received atomic.Int64
+	// reattached counts the reattaches after a dropped socket.
+	reattached atomic.Int64
 	exit     atomic.Pointer[int]
 	once     sync.Once
 }
 
-func (s *stream) launch(ctx context.Context, stdinFile string) error {
+func (s *stream) launch(ctx context.Context, stdinFile string, inline []byte) error {
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handshakeTimeout)
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
@@ -126,7 +132,11 @@ func (s *stream) launch(ctx context.Context, stdinFile string) error {
 	cmd := command(s.spec.Argv)
 	if stdinFile != "" {
 		f := sandbox.ShellQuote(stdinFile)
-		cmd = "exec 0<" + f + "; rm -f " + f + "; " + cmd
+		if inline != nil {
+			cmd = "(umask 077; printf '" + printfEscape(inline) + "' >" + f + ") || exit 125; " + "exec 0<" + f + "; rm -f " + f + "; " + cmd
+		} else {
+			cmd = "exec 0<" + f + "; rm -f " + f + "; " + cmd
+		}
 	}
 	data := map[string]any{"command": cmd}
 	if s.spec.Dir != "" {
@@ -153,7 +163,14 @@ func (s *stream) launch(ctx context.Context, stdinFile string) error {
 	return nil
 }
 
-// Copy reads the output frames until the exit message.
+// maxReattach bounds the reattaches of one command's stream.
+const maxReattach = 5
+
+// Copy reads the output frames until the exit message. When the socket
+// drops first, the command runs on in its durable session (Railway keeps
+// it after its client leaves): Copy reattaches by the session's name,
+// which replays the retained output from the start, skips what it had
+// already delivered of each stream, and reads on.
 func (s *stream) Copy(stdout, stderr io.Writer) error {
 	if s.pending {
 		<-s.ready
@@ -161,39 +178,73 @@ func (s *stream) Copy(stdout, stderr io.Writer) error {
 			return s.err
 		}
 	}
-	for {
-		typ, data, err := s.conn.Read(s.ctx)
+	var got [2]int64 // bytes delivered of stdout, stderr
+	var skip [2]int64
+	session := ""
+	s.rmu.Lock()
+	conn := s.conn
+	s.rmu.Unlock()
+	for attempt := 0; ; {
+		typ, data, err := conn.Read(s.ctx)
 		if err != nil {
 			if s.closed.Load() {
 				return nil
 			}
-			return fmt.Errorf("the railway exec socket dropped after %d bytes of output, before the command reported an exit: %w", s.received.Load(), err)
+			if session == "" || attempt >= maxReattach {
+				return fmt.Errorf("the railway exec socket dropped after %d bytes of output, before the command reported an exit: %w", s.received.Load(), err)
+			}
+			attempt++
+			next, rerr := s.reattach(session)
+			if rerr != nil {
+				return fmt.Errorf("the railway exec socket dropped after %d bytes of output and reattaching to session %s failed (%v): %w", s.received.Load(), session, rerr, err)
+			}
+			s.h.p.log.Debug("railway exec socket reattached", "sandbox", s.h.id, "session", session, "attempt", attempt)
+			s.reattached.Add(1)
+			conn = next
+			skip = got
+			continue
 		}
 		switch typ {
 		case websocket.MessageBinary:
 			if len(data) < 1 {
 				continue
 			}
-			w := stdout
+			w, i := stdout, 0
 			switch data[0] {
 			case tagStdout:
 			case tagStderr:
-				w = stderr
+				w, i = stderr, 1
 			default:
 				continue
 			}
-			s.received.Add(int64(len(data) - 1))
-			if _, err := w.Write(data[1:]); err != nil {
+			body := data[1:]
+			if n := min(skip[i], int64(len(body))); n > 0 { // replayed: already delivered
+				skip[i] -= n
+				body = body[n:]
+			}
+			if len(body) == 0 {
+				continue
+			}
+			got[i] += int64(len(body))
+			s.received.Add(int64(len(body)))
+			if _, err := w.Write(body); err != nil {
 				return err
 			}
 		case websocket.MessageText:
 			var m struct {
 				Type string `json:"type"`
 				Data struct {
-					ExitCode int `json:"exit_code"`
+					ExitCode           int    `json:"exit_code"`
+					DurableSessionName string `json:"durable_session_name"`
 				} `json:"data"`
 			}
-			if json.Unmarshal(data, &m) == nil && m.Type == "exit" {
+			if json.Unmarshal(data, &m) != nil {
+				continue
+			}
+			switch m.Type {
+			case "durable_session":
+				session = m.Data.DurableSessionName
+			case "exit":
 				code := m.Data.ExitCode
 				if code < 0 { // a signalled process reports -1; the signal is not said
 					code = 128 + 9
@@ -203,6 +254,33 @@ func (s *stream) Copy(stdout, stderr io.Writer) error {
 			}
 		}
 	}
+}
+
+// reattach opens a new exec socket on the command's durable session (the
+// SDK's reattach: placeholder command ":", durable_session_name, the
+// retained output replayed from the start) and makes it the stream's.
+func (s *stream) reattach(session string) (*websocket.Conn, error) {
+	hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
+	defer cancel()
+	conn, err := s.h.dial(hctx, s.op, s.h.p.execWS, "shell")
+	if err != nil {
+		return nil, err
+	}
+	init, _ := json.Marshal(map[string]any{"type": "init_exec", "data": map[string]any{"command": ":", "durable_session_name": session}})
+	if err := conn.Write(hctx, websocket.MessageText, init); err != nil {
+		conn.CloseNow()
+		return nil, err
+	}
+	s.rmu.Lock()
+	old := s.conn
+	s.conn = conn
+	closed := s.closed.Load()
+	s.rmu.Unlock()
+	_ = old.CloseNow()
+	if closed {
+		_ = conn.CloseNow()
+	}
+	return conn, nil
 }
 
 // Write buffers stdin until CloseStdin (an Exec's stdin only: spawned
@@ -230,9 +308,13 @@ func (s *stream) CloseStdin() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	file := "/tmp/.corral-stdin-" + randomHex(8)
-	err := s.h.upload(ctx, s.op, file, data)
-	if err == nil {
-		err = s.launch(ctx, file)
+	var err error
+	if len(data) <= maxInlineStdin {
+		// Small stdin rides in the command itself (printf's octal
+		// escapes, a shell builtin): no files socket, one round trip.
+		err = s.launch(ctx, file, append([]byte{}, data...))
+	} else if err = s.h.upload(ctx, s.op, file, data); err == nil {
+		err = s.launch(ctx, file, nil)
 	}
 	s.setReady(err)
 	return err
@@ -273,7 +355,10 @@ func (s *stream) Close() error {
 		}
 		s.closed.Store(s.exit.Load() == nil)
 		s.cancel()
-		_ = s.conn.CloseNow()
+		s.rmu.Lock()
+		conn = s.conn
+		s.rmu.Unlock()
+		_ = conn.CloseNow()
 	})
 	return nil
 }
@@ -344,23 +429,60 @@ func (h *handle) upload(ctx context.Context, op, path string, data []byte) error
 // heartbeat runs one no-op command ("true") on its own exec socket: the
 // activity resets the sandbox's idle clock.
 func (h *handle) heartbeat(ctx context.Context) error {
-	op := Name + ".heartbeat"
+	_, _, err := h.bare(ctx, Name+".heartbeat", "true")
+	return err
+}
+
+// bare runs one shell command on its own exec socket, outside execproc
+// (no wrapper, no kill), and returns its stdout (at most 64 KiB kept) and
+// exit code.
+func (h *handle) bare(ctx context.Context, op, command string) ([]byte, int, error) {
 	conn, err := h.dial(ctx, op, h.p.execWS, "shell")
 	if err != nil {
-		return err
+		return nil, -1, err
 	}
 	defer conn.CloseNow()
-	if err := conn.Write(ctx, websocket.MessageText, []byte(`{"type":"init_exec","data":{"command":"true"}}`)); err != nil {
-		return err
+	init, _ := json.Marshal(map[string]any{"type": "init_exec", "data": map[string]any{"command": command}})
+	if err := conn.Write(ctx, websocket.MessageText, init); err != nil {
+		return nil, -1, sandbox.Errorf(sandbox.Unavailable, op, h.id, "railway exec socket: %v", err)
 	}
 	_ = conn.Write(ctx, websocket.MessageText, []byte(`{"type":"stdin_close"}`))
+	var out []byte
 	for {
 		typ, data, err := conn.Read(ctx)
 		if err != nil {
-			return err
+			return out, -1, sandbox.Errorf(sandbox.Unavailable, op, h.id, "the railway exec socket dropped before the command reported an exit: %v", err)
 		}
-		if typ == websocket.MessageText && bytes.Contains(data, []byte(`"exit"`)) {
-			return nil
+		if typ == websocket.MessageBinary {
+			if len(data) > 0 && data[0] == tagStdout && len(out) < 64<<10 {
+				out = append(out, data[1:]...)
+			}
+			continue
+		}
+		var m struct {
+			Type string `json:"type"`
+			Data struct {
+				ExitCode int `json:"exit_code"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(data, &m) == nil && m.Type == "exit" {
+			return out, m.Data.ExitCode, nil
 		}
 	}
+}
+
+// printfEscape writes data as a printf format for single quotes: letters,
+// digits and a few safe marks as themselves, every other byte an octal
+// escape (so no quote, backslash, percent or NUL is ever literal).
+func printfEscape(data []byte) string {
+	var b strings.Builder
+	b.Grow(len(data) * 2)
+	for _, c := range data {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(" .,:;/_-+=@#", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "\\%03o", c)
+	}
+	return b.String()
 }

@@ -2,10 +2,6 @@ package railway
 
 import (
 	"context"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +21,7 @@ type handle struct {
 	fs   sandbox.FS
 	run  *execproc.Runner
 	env  *execproc.Env // create env, then SetEnv overlays; never sent as create-time variables
+	made bool          // the root was made by open
 
 	mu   sync.Mutex
 	live int           // spawned processes not yet waited for
@@ -40,7 +37,8 @@ func (p *Provider) open(ctx context.Context, op string, info SandboxInfo, env ma
 	h.run = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: h.id, Root: "/",
 		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Logger: p.log})
 	if rest, ok := strings.CutPrefix(p.opts.Workdir, "~/"); ok {
-		res, err := h.run.Run(ctx, op, []string{"sh", "-c", `printf %s "$HOME"`}, nil, "")
+		// One command makes the root and says where $HOME is.
+		res, err := h.run.Run(ctx, op, []string{"sh", "-c", `mkdir -p "$HOME/$1" && printf %s "$HOME"`, "sh", rest}, nil, "")
 		if err != nil {
 			return nil, err
 		}
@@ -48,6 +46,7 @@ func (p *Provider) open(ctx context.Context, op string, info SandboxInfo, env ma
 			return nil, sandbox.Errorf(sandbox.Internal, op, h.id, "railway: cannot read $HOME in the sandbox (exit %d)", res.ExitCode)
 		}
 		h.root = strings.TrimRight(string(res.Stdout), "/") + "/" + rest
+		h.made = true
 	}
 	h.run = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: h.id, Root: h.root,
 		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Logger: p.log})
@@ -61,6 +60,9 @@ func (h *handle) fsRun(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecR
 }
 
 func (h *handle) mkdirRoot(ctx context.Context, op string) error {
+	if h.made {
+		return nil
+	}
 	res, err := h.run.Run(ctx, op, []string{"mkdir", "-p", h.root}, nil, "")
 	if err != nil {
 		return err
@@ -204,31 +206,3 @@ func (h *handle) Fork(ctx context.Context) (sandbox.Handle, error) {
 
 // Destroy destroys the sandbox.
 func (h *handle) Destroy(ctx context.Context) error { return h.p.Destroy(ctx, h.id) }
-
-// upload copies the host directory src into the workspace root through
-// the FS; a link is refused.
-func upload(ctx context.Context, fsys sandbox.FS, src string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		switch {
-		case d.IsDir():
-			return fsys.MkdirAll(ctx, rel)
-		case d.Type()&os.ModeSymlink != 0:
-			return fmt.Errorf("SourceDir holds a symbolic link (%s); the railway provider uploads regular files only", rel)
-		case d.Type().IsRegular():
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return fsys.WriteFile(ctx, rel, data)
-		}
-		return nil
-	})
-}

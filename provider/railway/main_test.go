@@ -65,9 +65,21 @@ func newProvider(t *testing.T, f *railwayfake.Fake, opts railway.Options) (*rail
 	if opts.Jitter == nil {
 		opts.Jitter = func() float64 { return 0.5 }
 	}
+	if opts.KillGrace == 0 {
+		opts.KillGrace = 200 * time.Millisecond // the default is Railway's 2 s; the suites need no more
+	}
 	p, err := railway.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p, sl
+}
+
+// hangGuard is a context that ends the test's calls if they hang (not a
+// verdict).
+func hangGuard(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }

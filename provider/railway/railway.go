@@ -29,6 +29,9 @@ const (
 	VarKey     = "CORRAL_SANDBOX_KEY"
 )
 
+// denyRefusal is why a network deny is refused.
+const denyRefusal = "railway cannot deny the network: both isolation modes (ISOLATED, PRIVATE) keep public egress; use a provider with networkPolicy"
+
 // CheckpointPrefix starts the names of corral's checkpoints (Prune
 // deletes only these).
 const CheckpointPrefix = "corral-"
@@ -207,8 +210,7 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 
 func (p *Provider) create(ctx context.Context, op string, opts sandbox.CreateOptions, in CreateInput) (sandbox.Handle, error) {
 	if opts.Network == sandbox.NetworkDeny {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.ID,
-			"railway cannot deny the network: both isolation modes (ISOLATED, PRIVATE) keep public egress; use a provider with networkPolicy")
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.ID, "%s", denyRefusal)
 	}
 	for k := range opts.Env {
 		if err := sandbox.ValidateEnvName(k); err != nil {
@@ -249,7 +251,7 @@ func (p *Provider) create(ctx context.Context, op string, opts sandbox.CreateOpt
 		err = h.mkdirRoot(ctx, op)
 	}
 	if err == nil && opts.SourceDir != "" {
-		if uerr := upload(ctx, h.fs, opts.SourceDir); uerr != nil {
+		if uerr := sandbox.UploadDir(ctx, h.fs, opts.SourceDir, Name); uerr != nil {
 			err = sandbox.Wrap(sandbox.Internal, op, info.ID, uerr)
 		}
 	}
@@ -369,14 +371,19 @@ func (p *Provider) DeleteSnapshot(ctx context.Context, snapshot string) error {
 	}
 	for _, c := range cps {
 		if c.Key == snapshot {
-			err := p.gql(ctx, Name+".deleteSnapshot", snapshot, mCheckpointDelete, map[string]any{"environmentId": p.env(), "id": c.ID}, true, nil)
-			if sandbox.CodeOf(err) == sandbox.NotFound {
-				return nil
-			}
-			return err
+			return p.deleteCheckpoint(ctx, c)
 		}
 	}
 	return nil
+}
+
+// deleteCheckpoint deletes c by its id; one that is gone is fine.
+func (p *Provider) deleteCheckpoint(ctx context.Context, c CheckpointInfo) error {
+	err := p.gql(ctx, Name+".deleteSnapshot", c.Key, mCheckpointDelete, map[string]any{"environmentId": p.env(), "id": c.ID}, true, nil)
+	if sandbox.CodeOf(err) == sandbox.NotFound {
+		return nil
+	}
+	return err
 }
 
 func (p *Provider) checkpoints(ctx context.Context) ([]CheckpointInfo, error) {

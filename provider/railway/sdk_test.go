@@ -38,12 +38,16 @@ func sdkDir(t *testing.T) string {
 // (the exec socket; the files socket is derived from it, /ws/files).
 // Node 20 needs --experimental-websocket for the global WebSocket the SDK
 // uses (node 22, the SDK's engines floor, has it by default).
-func runSDK(t *testing.T, f *railwayfake.Fake) []string {
+func runSDK(t *testing.T, f *railwayfake.Fake) []string { return runScript(t, f, "testdata/sdkcheck.mjs") }
+
+// runScript runs a node script of testdata against f and returns its
+// stdout lines.
+func runScript(t *testing.T, f *railwayfake.Fake, name string) []string {
 	t.Helper()
 	sdk := sdkDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	script, _ := filepath.Abs("testdata/sdkcheck.mjs")
+	script, _ := filepath.Abs(name)
 	args := []string{script}
 	if v, err := exec.Command("node", "--version").Output(); err == nil && strings.HasPrefix(string(v), "v20.") {
 		args = append([]string{"--experimental-websocket", "--no-warnings"}, args...)
@@ -61,7 +65,7 @@ func runSDK(t *testing.T, f *railwayfake.Fake) []string {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("sdkcheck.mjs: %v\nstderr: %s\nstdout: %s", err, stderr.String(), stdout.String())
+		t.Fatalf("%s: %v\nstderr: %s\nstdout: %s", name, err, stderr.String(), stdout.String())
 	}
 	return strings.Split(strings.TrimSpace(stdout.String()), "\n")
 }

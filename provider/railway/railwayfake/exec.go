@@ -126,7 +126,8 @@ func (f *Fake) execWS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer f.release(st.sandbox)
+	release := sync.OnceFunc(func() { f.release(st.sandbox) })
+	defer release()
 	defer c.CloseNow()
 	ctx := r.Context()
 	_, data, err := c.Read(ctx)
@@ -158,7 +159,14 @@ func (f *Fake) execWS(w http.ResponseWriter, r *http.Request) {
 			_ = c.Close(websocket.StatusPolicyViolation, "durable session not found")
 			return
 		}
-		env := make([]string, 0, len(in.Data.Env))
+		// The sandbox's create-time variables are every command's
+		// environment; the init frame's env overrides them.
+		env := make([]string, 0, len(b.vars)+len(in.Data.Env))
+		f.mu.Lock()
+		for k, v := range b.vars {
+			env = append(env, k+"="+v)
+		}
+		f.mu.Unlock()
 		for k, v := range in.Data.Env {
 			env = append(env, k+"="+v)
 		}
@@ -271,6 +279,7 @@ func (f *Fake) execWS(w http.ResponseWriter, r *http.Request) {
 	if code > 128 && code <= 128+64 { // a signalled process reports -1 (fakecloud says 128+N)
 		code, reason = -1, "signal"
 	}
+	release() // the client is done with the sandbox once it has the exit
 	_ = c.Write(ctx, websocket.MessageText, mustJSON(map[string]any{"type": "exit", "data": map[string]any{"exit_code": code, "reason": reason}}))
 	_ = c.Close(websocket.StatusNormalClosure, "")
 }

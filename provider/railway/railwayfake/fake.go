@@ -125,7 +125,18 @@ func (f *Fake) Vars(id string) map[string]string {
 	return nil
 }
 
-// Count of sandboxes that exist.
+// Procs counts the processes alive in sandbox id (-1 when it is gone).
+func (f *Fake) Procs(id string) int {
+	f.mu.Lock()
+	b, ok := f.boxes[id]
+	f.mu.Unlock()
+	if !ok {
+		return -1
+	}
+	return b.sb.Procs()
+}
+
+// Live counts the sandboxes that exist.
 func (f *Fake) Live() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -245,12 +256,32 @@ func (f *Fake) operation(ctx context.Context, op string, v map[string]any, str f
 		for id := range f.boxes {
 			ids = append(ids, id)
 		}
-		sort.Slice(ids, func(i, j int) bool { return f.boxes[ids[i]].created.Before(f.boxes[ids[j]].created) })
-		edges := []any{}
-		for _, id := range ids {
-			edges = append(edges, map[string]any{"node": f.sandboxJSON(id, f.boxes[id])})
+		sort.Slice(ids, func(i, j int) bool {
+			a, b := f.boxes[ids[i]].created, f.boxes[ids[j]].created
+			return a.Before(b) || a.Equal(b) && ids[i] < ids[j]
+		})
+		// A Relay connection: first (default and cap 100) after the
+		// cursor, which is the last edge's id.
+		start := 0
+		if after := str("after"); after != "" {
+			for i, id := range ids {
+				if id == after {
+					start = i + 1
+				}
+			}
 		}
-		return map[string]any{"sandboxes": map[string]any{"edges": edges, "pageInfo": map[string]any{"hasNextPage": false, "endCursor": nil}}}, ""
+		n := 100
+		if fv, ok := v["first"].(float64); ok && int(fv) > 0 && int(fv) < n {
+			n = int(fv)
+		}
+		end := min(start+n, len(ids))
+		edges := []any{}
+		var cursor any
+		for _, id := range ids[start:end] {
+			edges = append(edges, map[string]any{"node": f.sandboxJSON(id, f.boxes[id])})
+			cursor = id
+		}
+		return map[string]any{"sandboxes": map[string]any{"edges": edges, "pageInfo": map[string]any{"hasNextPage": end < len(ids), "endCursor": cursor}}}, ""
 	case "RailwaySandboxCreate":
 		in, _ := v["input"].(map[string]any)
 		return f.create(in)

@@ -26,6 +26,7 @@ ok("exec");
 
 const e = await sb.exec('printf %s "$X"', { env: { X: "from-init-frame" } });
 eq(e.stdout, "from-init-frame", "env in init frame");
+eq((await sb.exec('printf %s "$GREETING"')).stdout, "hi", "create-time env (variables) in every command");
 ok("exec env");
 
 const chunks = [];

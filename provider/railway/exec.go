@@ -113,8 +113,8 @@ type stream struct {
 	received atomic.Int64
 	// reattached counts the reattaches after a dropped socket.
 	reattached atomic.Int64
-	exit     atomic.Pointer[int]
-	once     sync.Once
+	exit       atomic.Pointer[int]
+	once       sync.Once
 }
 
 func (s *stream) launch(ctx context.Context, stdinFile string, inline []byte) error {

@@ -38,7 +38,9 @@ func sdkDir(t *testing.T) string {
 // (the exec socket; the files socket is derived from it, /ws/files).
 // Node 20 needs --experimental-websocket for the global WebSocket the SDK
 // uses (node 22, the SDK's engines floor, has it by default).
-func runSDK(t *testing.T, f *railwayfake.Fake) []string { return runScript(t, f, "testdata/sdkcheck.mjs") }
+func runSDK(t *testing.T, f *railwayfake.Fake) []string {
+	return runScript(t, f, "testdata/sdkcheck.mjs")
+}
 
 // runScript runs a node script of testdata against f and returns its
 // stdout lines.

@@ -215,3 +215,28 @@ func TestSection(t *testing.T) {
 		t.Fatal("the section's provider has no listing")
 	}
 }
+
+// TestFlags: the CLI flags are refused with the flag's name: --network
+// none (Railway keeps public egress) and an --idle-timeout that is not
+// minutes.
+func TestFlags(t *testing.T) {
+	t.Setenv(railway.EnvAPIToken, testToken)
+	t.Setenv(railway.EnvEnvironment, "env-fake")
+	for _, tc := range []struct {
+		v    registry.Values
+		want string
+	}{
+		{registry.Values{"network": "none"}, "--network: railway cannot deny the network"},
+		{registry.Values{"idle-timeout": "soon"}, "--idle-timeout: want minutes"},
+		{registry.Values{"network": "open"}, `"isolated" or "private"`},
+	} {
+		_, err := registry.Open(railway.Name, tc.v, registry.OpenOptions{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.v, err, tc.want)
+		}
+		t.Logf("%v: %v", tc.v, err)
+	}
+	if _, err := registry.Open(railway.Name, registry.Values{"network": "private", "idle-timeout": "0", "region": "us-west2"}, registry.OpenOptions{}); err != nil {
+		t.Fatalf("valid flags: %v", err)
+	}
+}

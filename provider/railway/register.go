@@ -2,6 +2,8 @@ package railway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"strconv"
@@ -128,16 +130,20 @@ func init() {
 		},
 		Flags: []registry.Flag{
 			{Name: "environment", Usage: "the Railway environment id (default " + EnvEnvironment + ")"},
-			{Name: "region", Usage: "the region new sandboxes run in (default Railway's)"},
+			{Name: "region", Usage: "the region sandboxes run in (default Railway's)"},
 			{Name: "idle-timeout", Usage: "minutes idle before Railway destroys a sandbox (0 is off; default the plan's 30)"},
 			{Name: "network", Usage: `isolated (default) or private (the environment's network); "none" is refused: both keep public egress`},
 		},
 		Open: func(v registry.Values, o registry.OpenOptions) (sandbox.Provider, error) {
 			s := Section{EnvironmentID: v["environment"], Region: v["region"], Network: v["network"]}
+			switch strings.ToLower(s.Network) {
+			case "none", "deny", "deny-all":
+				return nil, registry.FlagError("network", errors.New(denyRefusal))
+			}
 			if it := v["idle-timeout"]; it != "" {
 				n, err := strconv.Atoi(it)
 				if err != nil || n < 0 {
-					return nil, registry.FlagError("idle-timeout", err)
+					return nil, registry.FlagError("idle-timeout", fmt.Errorf("want minutes (0 is off), not %q", it))
 				}
 				s.IdleTimeoutMinutes = &n
 			}

@@ -195,6 +195,9 @@ func (s *stream) Copy(stdout, stderr io.Writer) error {
 			}
 			attempt++
 			next, rerr := s.reattach(session)
+			if rerr != nil && s.closed.Load() { // abandoned meanwhile
+				return nil
+			}
 			if rerr != nil {
 				return fmt.Errorf("the railway exec socket dropped after %d bytes of output and reattaching to session %s failed (%v): %w", s.received.Load(), session, rerr, err)
 			}

@@ -28,6 +28,7 @@ func TestConformance(t *testing.T) {
 // stream) rather than 64: each strategy's flood crosses the exec socket,
 // and 64 MiB three times took 49 s of this package's time under -race.
 func TestJournalConformance(t *testing.T) {
+	t.Parallel() // wait-bound (the suite's graces and deadlines): beside the run suite
 	p, _ := newProvider(t, newFake(t), railway.Options{})
 	journaltest.Run(t, journaltest.Harness{Provider: p, FloodBytes: 16 << 20})
 }
@@ -35,6 +36,7 @@ func TestJournalConformance(t *testing.T) {
 // TestRunConformance runs the takeover and reaper suites over the memory
 // and SQLite stores.
 func TestRunConformance(t *testing.T) {
+	t.Parallel()
 	p, _ := newProvider(t, newFake(t), railway.Options{})
 	for name, open := range map[string]func(t *testing.T) store.Store{
 		"memory": func(t *testing.T) store.Store {

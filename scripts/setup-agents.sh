@@ -33,9 +33,10 @@ pkgs=(
   "@vercel/sandbox@3.5.0"
   "@blaxel/core@0.3.21"
   "@upstash/box@0.5.5"
+  "railway@3.11.0"
 )
 # "-": a library with no binary, checked by its package.json version alone.
-bins=(claude codex opencode - - - - - - - -)
+bins=(claude codex opencode - - - - - - - - -)
 
 warn() { printf 'setup-agents: %s\n' "$*" >&2; }
 fail() {

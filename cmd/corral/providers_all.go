@@ -10,6 +10,7 @@ import (
 	_ "github.com/d10ffeed/corral/provider/docker"
 	_ "github.com/d10ffeed/corral/provider/e2b"
 	_ "github.com/d10ffeed/corral/provider/local"
+	_ "github.com/d10ffeed/corral/provider/railway"
 	_ "github.com/d10ffeed/corral/provider/sbx"
 	_ "github.com/d10ffeed/corral/provider/sprites"
 	_ "github.com/d10ffeed/corral/provider/upstashbox"

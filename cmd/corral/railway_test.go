@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/d10ffeed/corral/provider/railway/railwayfake"
+)
+
+// TestRailwayCrashTakeover runs `corral run --config corral.yaml -- sh -c
+// …` with provider: railway pointed at the Railway fake (GraphQL and the
+// exec socket), SIGKILLs the driving corral mid-run, and `corral attach`
+// must deliver every line exactly once with the agent's exit code
+// (crashTrial's checks).
+func TestRailwayCrashTakeover(t *testing.T) {
+	const token = "rw-cli-test-token-7e21"
+	f, err := railwayfake.New(railwayfake.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	t.Setenv("RAILWAY_TOKEN", "")
+	t.Setenv("RAILWAY_API_TOKEN", token)
+	t.Setenv("RAILWAY_ENVIRONMENT_ID", f.EnvironmentID())
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "corral.yaml")
+	yaml := fmt.Sprintf("id: crash\nprovider:\n  name: railway\n  railway: {endpoint: %s, execEndpoint: %s, workdir: \"~/workspace\"}\n", f.GraphQLURL(), f.ExecWSURL())
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
+	}
+	t.Logf("the fake served %d GraphQL calls, %d exec sockets, %d files sockets; %d sandboxes left", f.Count("graphql"), f.Count("exec"), f.Count("files"), f.Live())
+}

@@ -1,8 +1,6 @@
 package railway_test
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/d10ffeed/corral/journal/journaltest"
@@ -10,9 +8,6 @@ import (
 	"github.com/d10ffeed/corral/run/runtest"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/sandboxtest"
-	"github.com/d10ffeed/corral/store"
-	"github.com/d10ffeed/corral/store/memstore"
-	"github.com/d10ffeed/corral/store/sqlitestore"
 )
 
 // TestConformance runs the provider suite against the fake, over the
@@ -38,21 +33,5 @@ func TestJournalConformance(t *testing.T) {
 func TestRunConformance(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t, newFake(t), railway.Options{})
-	for name, open := range map[string]func(t *testing.T) store.Store{
-		"memory": func(t *testing.T) store.Store {
-			st := memstore.New(memstore.Options{})
-			t.Cleanup(func() { st.Close() })
-			return st
-		},
-		"sqlite": func(t *testing.T) store.Store {
-			st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "corral.db"), sqlitestore.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			return st
-		},
-	} {
-		t.Run(name, func(t *testing.T) { runtest.Run(t, runtest.Harness{Provider: p, Store: open}) })
-	}
+	runtest.RunEach(t, p, runtest.EmbeddedStores())
 }

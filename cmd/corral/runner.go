@@ -93,6 +93,33 @@ func (p *printer) print(e store.Event) error {
 				_, err = fmt.Fprintf(p.stderr, "corral: approval needed: %s\ncorral:   answer in the thread's next run: --approve %s (or --deny)\n", what, sandbox.ShellQuote(a.ID))
 			}
 		}
+		if ev.Name == event.ApprovalWaiting {
+			var w struct {
+				ID   string `json:"approvalId"`
+				Wait string `json:"wait"`
+			}
+			if json.Unmarshal(ev.Value, &w) == nil && w.ID != "" {
+				within := ""
+				if w.Wait != "" {
+					within = " within " + w.Wait
+				}
+				_, err = fmt.Fprintf(p.stderr, "corral:   or now%s, while the turn waits: corral answer %s %s --allow (or --deny)\n", within, sandbox.ShellQuote(e.RunID), sandbox.ShellQuote(w.ID))
+			}
+		}
+		if ev.Name == event.ApprovalAnswered {
+			var a event.ApprovalAnswer
+			if json.Unmarshal(ev.Value, &a) == nil && a.ApprovalID != "" {
+				verdict := "denied"
+				if a.Allowed {
+					verdict = "allowed"
+				}
+				by := map[string]string{"answer": "by an answer", "deadline": "by its deadline", "cancelled": "by the cancel"}[a.By]
+				if by == "" {
+					by = "by " + a.By
+				}
+				_, err = fmt.Fprintf(p.stderr, "corral: approval %s %s %s\n", sandbox.ShellQuote(a.ApprovalID), verdict, by)
+			}
+		}
 	case event.RunFinished:
 		p.exitCode = ev.ExitCode
 		if ev.Cancelled() {

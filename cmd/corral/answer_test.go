@@ -98,29 +98,15 @@ policy:
 			if err := os.MkdirAll(home, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			env := append(os.Environ(), "XDG_STATE_HOME="+dir, "HOME="+home, "CORRAL_TEST_ANTHROPIC_KEY=sk-ant-fake-answer-key",
-				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
-			corral := func(args ...string) (string, string, int) {
-				t.Helper()
-				c := exec.Command(corralBin, args...)
-				c.Env = env
-				var out, errb bytes.Buffer
-				c.Stdout, c.Stderr = &out, &errb
-				err := c.Run()
-				code := 0
-				if ee, ok := err.(*exec.ExitError); ok {
-					code = ee.ExitCode()
-				} else if err != nil {
-					t.Fatal(err)
-				}
-				return out.String(), errb.String(), code
-			}
+			extra := []string{"XDG_STATE_HOME=" + dir, "HOME=" + home, "CORRAL_TEST_ANTHROPIC_KEY=sk-ant-fake-answer-key",
+				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1"}
+			corral := func(args ...string) (string, string, int) { t.Helper(); return cli(t, extra, args...) }
 			t.Cleanup(func() { corral("down", "--config", cfg, "--thread", "t") })
 			// The run in the foreground, as in one terminal; the answer from
 			// another corral process, as from a second one.
 			runCmd := exec.Command(corralBin, "run", "--config", cfg, "--thread", "t", "--harness", "claude-code", "--auth", "api-key",
 				"--option", "executable="+bin, "--option", "baseURL="+srv.URL, "--option", "approvalWait=3m", "make approved.txt")
-			runCmd.Env = env
+			runCmd.Env = append(os.Environ(), extra...)
 			var runOut bytes.Buffer
 			runErr := &syncBuffer{}
 			runCmd.Stdout, runCmd.Stderr = &runOut, runErr

@@ -619,3 +619,44 @@ func saveFixture(t *testing.T, name string, res result) {
 }
 
 const fixtureRoot = "/srv/workspace"
+
+// TestModelPerRun: a run's model (harness.Request.Model) is selected in
+// the agent's session the way the agent offers models — its config option
+// of category "model" or session/set_model — and the turn runs with it; a
+// model it does not offer, or an agent with no choice, fails the run before
+// the prompt, naming what it offers.
+func TestModelPerRun(t *testing.T) {
+	bin := agent(t)
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		model string
+		want  string // in the text, or in the error
+		fails bool
+	}{
+		{"ConfigOption", []string{"-models", "small,large"}, "large", "(model: large)", false},
+		{"SetModel", []string{"-models", "small,large", "-model-via", "models"}, "large", "(model: large)", false},
+		{"DefaultKept", []string{"-models", "small,large"}, "", "(model: small)", false},
+		{"NotOffered", []string{"-models", "small,large"}, "huge", `the agent does not offer the model "huge" (it offers: small, large)`, true},
+		{"NotOfferedSetModel", []string{"-models", "small", "-model-via", "models"}, "huge", `it offers: small`, true},
+		{"NoChoice", nil, "large", "offers no choice of model", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runTurn(t, newHarness(t), newSandbox(t), harness.Request{Prompt: "p", Model: tc.model,
+				Args: append([]string{bin}, tc.args...), Policy: &sandbox.Policy{Default: sandbox.Allow}})
+			e := last(res.events)
+			if tc.fails {
+				if e.Type != event.RunError || e.Code != "acp-model" || !strings.Contains(e.Message, tc.want) {
+					t.Fatalf("want RUN_ERROR acp-model %q; got %s", tc.want, dump(res.events))
+				}
+				if got := text(res.events, event.TextMessageContent); got != "" {
+					t.Errorf("the prompt ran: %q", got)
+				}
+				return
+			}
+			if e.Type != event.RunFinished || !strings.Contains(text(res.events, event.TextMessageContent), tc.want) {
+				t.Fatalf("want %q in the text; got %s", tc.want, dump(res.events))
+			}
+		})
+	}
+}

@@ -216,15 +216,18 @@ func (s *session) drive() *record {
 	}
 	cwd := s.req.WorkspaceRoot
 	var sid acpsdk.SessionId
+	var configs []acpsdk.SessionConfigOption
+	var models *acpsdk.SessionModelState
 	rec := record{Kind: recSession}
 	if prev := s.req.Session; prev != "" {
 		if caps.LoadSession {
 			s.loading.Store(true)
-			_, err := s.conn.LoadSession(s.ctx, acpsdk.LoadSessionRequest{SessionId: acpsdk.SessionId(prev), Cwd: cwd, McpServers: servers})
+			loaded, err := s.conn.LoadSession(s.ctx, acpsdk.LoadSessionRequest{SessionId: acpsdk.SessionId(prev), Cwd: cwd, McpServers: servers})
 			s.loading.Store(false)
 			switch {
 			case err == nil:
 				sid, rec.Resumed = acpsdk.SessionId(prev), true
+				configs, models = loaded.ConfigOptions, loaded.Models
 			case s.ctx.Err() != nil || s.agentGone():
 				return s.failure("session/load", err)
 			default:
@@ -242,10 +245,15 @@ func (s *session) drive() *record {
 		if err != nil {
 			return s.failure("session/new", err)
 		}
-		sid = resp.SessionId
+		sid, configs, models = resp.SessionId, resp.ConfigOptions, resp.Models
 	}
 	rec.SessionID = string(sid)
 	rec.Mode = s.req.Mode
+	if s.req.Model != "" {
+		if failed := s.setModel(sid, configs, models); failed != nil {
+			return failed
+		}
+	}
 	if s.req.Mode != "" {
 		// The run's mode: the agent must know it (its session's
 		// availableModes), else the run fails.

@@ -38,6 +38,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,6 +53,8 @@ type config struct {
 	cmd, write, stop                    string
 	cancelDelay                         time.Duration
 	signals, exitGate                   string
+	models                              []string // offered models; empty: no choice
+	modelVia                            string   // "config" (a model config option) or "models" (session/set_model)
 }
 
 type agent struct {
@@ -64,6 +67,7 @@ type agent struct {
 	mcp      map[acp.SessionId][]string
 	cancels  map[acp.SessionId]context.CancelFunc
 	sessions map[acp.SessionId]bool
+	model    map[acp.SessionId]string
 }
 
 func main() {
@@ -83,7 +87,12 @@ func main() {
 	flag.DurationVar(&cfg.cancelDelay, "cancel-delay", 0, "with -hang: end the cancelled turn only after this long")
 	flag.StringVar(&cfg.exitGate, "exit-gate", "", "after stdin closed, note \"eof\" (with -signals) and exit only once this file exists")
 	flag.StringVar(&cfg.signals, "signals", "", "append a line to this file for every session/cancel (\"cancel\") and SIGTERM (\"TERM\") received")
+	models := flag.String("models", "", "offer these models (comma-separated; the first is the default)")
+	flag.StringVar(&cfg.modelVia, "model-via", "config", "how models are offered: config (a config option of category model) or models (session/set_model)")
 	flag.Parse()
+	if *models != "" {
+		cfg.models = strings.Split(*models, ",")
+	}
 	if cfg.signals != "" {
 		watchTERM(cfg.signals)
 	}
@@ -91,7 +100,7 @@ func main() {
 		os.Exit(launch())
 	}
 
-	a := &agent{cfg: cfg, cwd: map[acp.SessionId]string{}, mcp: map[acp.SessionId][]string{},
+	a := &agent{cfg: cfg, cwd: map[acp.SessionId]string{}, mcp: map[acp.SessionId][]string{}, model: map[acp.SessionId]string{},
 		cancels: map[acp.SessionId]context.CancelFunc{}, sessions: map[acp.SessionId]bool{}}
 	a.conn = acp.NewAgentSideConnection(a, os.Stdout, os.Stdin)
 	a.conn.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -187,7 +196,11 @@ func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 	a.n++
 	id := acp.SessionId(fmt.Sprintf("sess-%d", a.n))
 	a.sessions[id], a.cwd[id], a.mcp[id] = true, p.Cwd, serverNames(p.McpServers)
-	return acp.NewSessionResponse{SessionId: id}, nil
+	if len(a.cfg.models) > 0 {
+		a.model[id] = a.cfg.models[0]
+	}
+	configs, models := a.offer(id)
+	return acp.NewSessionResponse{SessionId: id, ConfigOptions: configs, Models: models}, nil
 }
 
 func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
@@ -199,8 +212,12 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	}
 	a.mu.Lock()
 	a.sessions[p.SessionId], a.cwd[p.SessionId], a.mcp[p.SessionId] = true, p.Cwd, serverNames(p.McpServers)
+	if len(a.cfg.models) > 0 && a.model[p.SessionId] == "" {
+		a.model[p.SessionId] = a.cfg.models[0]
+	}
+	configs, models := a.offer(p.SessionId)
 	a.mu.Unlock()
-	return acp.LoadSessionResponse{}, nil
+	return acp.LoadSessionResponse{ConfigOptions: configs, Models: models}, nil
 }
 
 func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
@@ -221,7 +238,7 @@ func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 
 func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 	a.mu.Lock()
-	ok, cwd, mcp := a.sessions[p.SessionId], a.cwd[p.SessionId], a.mcp[p.SessionId]
+	ok, cwd, mcp, model := a.sessions[p.SessionId], a.cwd[p.SessionId], a.mcp[p.SessionId], a.model[p.SessionId]
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancels[p.SessionId] = cancel
 	a.mu.Unlock()
@@ -238,7 +255,7 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 	if a.cfg.children {
 		spawnChildren()
 	}
-	t := &turn{a: a, ctx: ctx, sid: p.SessionId, cwd: cwd}
+	t := &turn{a: a, ctx: ctx, sid: p.SessionId, cwd: cwd, model: model}
 	if err := t.play(strings.Join(prompt, " "), mcp); err != nil {
 		if ctx.Err() != nil {
 			_ = a.conn.SessionUpdate(context.Background(), acp.SessionNotification{SessionId: p.SessionId,
@@ -251,10 +268,11 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 }
 
 type turn struct {
-	a   *agent
-	ctx context.Context
-	sid acp.SessionId
-	cwd string
+	a     *agent
+	ctx   context.Context
+	sid   acp.SessionId
+	cwd   string
+	model string // the session's model, where models are offered
 }
 
 func (t *turn) send(u acp.SessionUpdate) error {
@@ -294,6 +312,9 @@ func (t *turn) play(prompt string, mcp []string) error {
 	msg := "Working on: " + prompt
 	if len(mcp) > 0 {
 		msg += " (mcp: " + strings.Join(mcp, ",") + ")"
+	}
+	if t.model != "" {
+		msg += " (model: " + t.model + ")"
 	}
 	if err := t.send(acp.UpdateAgentMessageText(msg)); err != nil {
 		return err
@@ -405,8 +426,51 @@ func (a *agent) ResumeSession(context.Context, acp.ResumeSessionRequest) (acp.Re
 	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
 }
 
-func (a *agent) SetSessionConfigOption(context.Context, acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+func (a *agent) SetSessionConfigOption(_ context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	if a.cfg.modelVia != "config" || len(a.cfg.models) == 0 {
+		return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+	}
+	if p.ValueId == nil || p.ValueId.ConfigId != "model" || !slices.Contains(a.cfg.models, string(p.ValueId.Value)) {
+		return acp.SetSessionConfigOptionResponse{}, acp.NewInvalidParams(map[string]any{"error": "no such option or value"})
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.model[p.ValueId.SessionId] = string(p.ValueId.Value)
+	configs, _ := a.offer(p.ValueId.SessionId)
+	return acp.SetSessionConfigOptionResponse{ConfigOptions: configs}, nil
+}
+
+// UnstableSetSessionModel is ACP's session/set_model.
+func (a *agent) UnstableSetSessionModel(_ context.Context, p acp.UnstableSetSessionModelRequest) (acp.UnstableSetSessionModelResponse, error) {
+	if a.cfg.modelVia != "models" || !slices.Contains(a.cfg.models, string(p.ModelId)) {
+		return acp.UnstableSetSessionModelResponse{}, acp.NewInvalidParams(map[string]any{"error": "no such model"})
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.model[p.SessionId] = string(p.ModelId)
+	return acp.UnstableSetSessionModelResponse{}, nil
+}
+
+// offer is how the session offers its models (a.mu held): a config option
+// of category model, or the models list, or nothing.
+func (a *agent) offer(id acp.SessionId) ([]acp.SessionConfigOption, *acp.SessionModelState) {
+	if len(a.cfg.models) == 0 {
+		return nil, nil
+	}
+	if a.cfg.modelVia == "models" {
+		var ms []acp.ModelInfo
+		for _, m := range a.cfg.models {
+			ms = append(ms, acp.ModelInfo{ModelId: acp.ModelId(m), Name: m})
+		}
+		return nil, &acp.SessionModelState{AvailableModels: ms, CurrentModelId: acp.ModelId(a.model[id])}
+	}
+	var opts acp.SessionConfigSelectOptionsUngrouped
+	for _, m := range a.cfg.models {
+		opts = append(opts, acp.SessionConfigSelectOption{Name: m, Value: acp.SessionConfigValueId(m)})
+	}
+	cat := acp.SessionConfigOptionCategoryModel
+	return []acp.SessionConfigOption{{Select: &acp.SessionConfigOptionSelect{Id: "model", Name: "Model", Category: &cat, Type: "select",
+		CurrentValue: acp.SessionConfigValueId(a.model[id]), Options: acp.SessionConfigSelectOptions{Ungrouped: &opts}}}}, nil
 }
 
 func (a *agent) SetSessionMode(context.Context, acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {

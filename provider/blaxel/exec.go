@@ -31,8 +31,7 @@ const maxBufferedStdin = 64 << 20
 // waits for it: its exit status is the command's, 128+N for signal N.
 const launcher = `i=$1; shift
 case $i in -) exec </dev/null;; *) exec <"$i"; rm -f -- "$i";; esac
-if command -v setsid >/dev/null 2>&1; then exec 3<&0; setsid "$@" <&3 3<&- & wait $!; exit $?; fi
-exec "$@"`
+` + execproc.LeadGroup
 
 // backend is execproc's Backend over the sandbox-api's process API.
 type backend struct{ h *handle }

@@ -40,8 +40,7 @@ const reattaches = 3
 // API has no stdin for commands, hence the file.
 const launcher = `i=$1; shift
 case $i in -) exec </dev/null;; *) cat "$i"/* >"$i.all" && rm -rf "$i" && exec <"$i.all"; rm -f "$i.all";; esac
-if command -v setsid >/dev/null 2>&1; then exec 3<&0; setsid "$@" <&3 3<&- & wait $!; exit $?; fi
-exec "$@"`
+` + execproc.LeadGroup
 
 // backend is execproc's Backend over the session's command API.
 type backend struct{ h *handle }

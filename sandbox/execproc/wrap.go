@@ -42,6 +42,15 @@ echo "P$$" >&2
 exec "$@"
 `
 
+// LeadGroup is the last step of a provider's launcher script (a backend
+// whose daemon starts commands in its own process group): it runs "$@" in
+// a session of its own when setsid exists, so that the command leads a
+// process group and GroupKill reaches its grandchildren, and waits for it,
+// exiting with its status (128+N for signal N); without setsid it execs
+// "$@". Standard input is passed on.
+const LeadGroup = `if command -v setsid >/dev/null 2>&1; then exec 3<&0; setsid "$@" <&3 3<&- & wait $!; exit $?; fi
+exec "$@"`
+
 // killScript signals process group $1 with signal number $2. For SIGTERM
 // it waits up to $3 ticks of 50 ms for the group to empty and then sends
 // SIGKILL; for SIGTERM and SIGKILL it verifies that nothing of the group

@@ -13,15 +13,21 @@ import (
 
 // BenchmarkRunWrites writes what a run writes (create, claim, three
 // appends, close, end, an instance, two locks) from 400 goroutines at
-// once; b.N runs in all. It reports runs/s and the writer's transactions.
+// once; b.N runs in all. It reports runs/s and the writer's transactions:
+// prepared statements against text, and synchronous normal against the
+// default full.
 func BenchmarkRunWrites(b *testing.B) {
-	b.Run("prepared", func(b *testing.B) { benchRunWrites(b, true) })
-	b.Run("text", func(b *testing.B) { benchRunWrites(b, false) })
+	b.Run("prepared", func(b *testing.B) { benchRunWrites(b, true, "") })
+	b.Run("text", func(b *testing.B) { benchRunWrites(b, false, "") })
+	b.Run("prepared-normal", func(b *testing.B) { benchRunWrites(b, true, "normal") })
 }
 
-func benchRunWrites(b *testing.B, prepared bool) {
+func benchRunWrites(b *testing.B, prepared bool, synchronous string) {
 	ctx := b.Context()
-	s := open(b, filepath.Join(b.TempDir(), "corral.db"))
+	s, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "corral.db"), sqlitestore.Options{Synchronous: synchronous})
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer s.Close()
 	if !prepared {
 		sqlitestore.NoStatementCache(s)

@@ -44,3 +44,15 @@ func NoStatementCache(s *Store) {
 	s.wconn.off = true
 	release()
 }
+
+// SynchronousModes returns PRAGMA synchronous as the writer's connection
+// and a reading connection see it (0 OFF, 1 NORMAL, 2 FULL).
+func SynchronousModes(ctx context.Context, s *Store) (writer, reader int, err error) {
+	err = s.submit(ctx, func(ctx context.Context, c conn) error {
+		return c.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&writer)
+	})
+	if err == nil {
+		err = s.rdb.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&reader)
+	}
+	return writer, reader, err
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -172,5 +173,27 @@ func TestLogSizeMigration(t *testing.T) {
 		if n, err := s.LogSize(t.Context(), id); err != nil || n != want {
 			t.Errorf("LogSize(%s) = %d, %v; want %d", id, n, err, want)
 		}
+	}
+}
+
+// TestSynchronous: Options.Synchronous sets PRAGMA synchronous on every
+// connection (FULL by default); an unknown value is refused.
+func TestSynchronous(t *testing.T) {
+	for _, tc := range []struct {
+		opt  string
+		want int
+	}{{"", 2}, {"full", 2}, {"FULL", 2}, {"normal", 1}} {
+		s, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "corral.db"), sqlitestore.Options{Synchronous: tc.opt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, r, err := sqlitestore.SynchronousModes(t.Context(), s)
+		s.Close()
+		if err != nil || w != tc.want || r != tc.want {
+			t.Errorf("Synchronous %q: writer %d, reader %d, %v; want %d", tc.opt, w, r, err, tc.want)
+		}
+	}
+	if _, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "corral.db"), sqlitestore.Options{Synchronous: "off"}); sandbox.CodeOf(err) != sandbox.InvalidArgument || !strings.Contains(err.Error(), "want full or normal") {
+		t.Errorf("synchronous off: %v", err)
 	}
 }

@@ -3,6 +3,7 @@
 //
 //	memory:                        in-process (store/memstore); also memory://
 //	sqlite:PATH                    one SQLite file (store/sqlitestore); also sqlite://PATH
+//	sqlite://PATH?synchronous=normal   the same with sqlitestore.Options.Synchronous
 //	PATH                           a bare file path, the same as sqlite:PATH
 //	postgres://USER:PASS@HOST/DB   PostgreSQL (store/pgstore); also postgresql://
 //
@@ -46,6 +47,9 @@ type Target struct {
 	Kind Kind
 	// Path is the SQLite database file (Kind SQLite only).
 	Path string
+	// Synchronous is the SQLite synchronous setting the URL asks for
+	// ("" the store's default, full; or normal).
+	Synchronous string
 	// url is the PostgreSQL URL as given, password included.
 	url string
 }
@@ -56,6 +60,9 @@ func (t Target) String() string {
 	case Memory:
 		return "memory:"
 	case SQLite:
+		if t.Synchronous != "" {
+			return "sqlite://" + t.Path + "?synchronous=" + t.Synchronous
+		}
 		return "sqlite:" + t.Path
 	case Postgres:
 		return redact.URL(t.url)
@@ -122,11 +129,30 @@ func sqliteTarget(raw, path string, uriForm bool) (Target, error) {
 	case path == ":memory:" || strings.HasPrefix(path, "file:"):
 		return Target{}, sandbox.Errorf(sandbox.InvalidArgument, op, shown,
 			"sqlite: needs a plain file path (for an in-process store use memory:)")
-	case uriForm && strings.ContainsAny(path, "?#"):
+	case uriForm && strings.Contains(path, "#"):
 		return Target{}, sandbox.Errorf(sandbox.InvalidArgument, op, shown,
-			"sqlite:// takes no query or fragment; write sqlite:PATH for a file name with ? or #")
+			"sqlite:// takes no fragment; write sqlite:PATH for a file name with ? or #")
 	}
-	return Target{Kind: SQLite, Path: path}, nil
+	t := Target{Kind: SQLite, Path: path}
+	if uriForm {
+		p, query, ok := strings.Cut(path, "?")
+		if ok {
+			t.Path = p
+			key, value, _ := strings.Cut(query, "=")
+			switch value = strings.ToLower(value); {
+			case key != "synchronous" || strings.ContainsAny(value, "&;="):
+				return Target{}, sandbox.Errorf(sandbox.InvalidArgument, op, shown,
+					"sqlite:// takes one query parameter, synchronous=full|normal; write sqlite:PATH for a file name with ? or #")
+			case value != "full" && value != "normal":
+				return Target{}, sandbox.Errorf(sandbox.InvalidArgument, op, shown, "sqlite: synchronous=%s: want full or normal", value)
+			}
+			t.Synchronous = value
+			if t.Path == "" {
+				return Target{}, sandbox.Errorf(sandbox.InvalidArgument, op, shown, "sqlite: needs a file path")
+			}
+		}
+	}
+	return t, nil
 }
 
 // Open parses raw and opens the store it names.
@@ -139,7 +165,7 @@ func Open(ctx context.Context, raw string, opts Options) (store.Store, error) {
 	case Memory:
 		return memstore.New(memstore.Options{Logger: opts.Logger}), nil
 	case SQLite:
-		return sqlitestore.Open(ctx, t.Path, sqlitestore.Options{Logger: opts.Logger})
+		return sqlitestore.Open(ctx, t.Path, sqlitestore.Options{Logger: opts.Logger, Synchronous: t.Synchronous})
 	default:
 		return pgstore.Open(ctx, t.url, pgstore.Options{Logger: opts.Logger, Schema: opts.PostgresSchema})
 	}

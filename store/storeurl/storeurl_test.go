@@ -31,6 +31,8 @@ func TestParse(t *testing.T) {
 		{"sqlite:///var/lib/corral/store.db", SQLite, "/var/lib/corral/store.db", "sqlite:/var/lib/corral/store.db"},
 		{"sqlite://rel/store.db", SQLite, "rel/store.db", "sqlite:rel/store.db"},
 		{"sqlite:odd?name#x.db", SQLite, "odd?name#x.db", "sqlite:odd?name#x.db"},
+		{"sqlite:///var/lib/c.db?synchronous=normal", SQLite, "/var/lib/c.db", "sqlite:///var/lib/c.db?synchronous=normal"},
+		{"sqlite://c.db?synchronous=FULL", SQLite, "c.db", "sqlite://c.db?synchronous=full"},
 		{"/abs/store.db", SQLite, "/abs/store.db", "sqlite:/abs/store.db"},
 		{"store.db", SQLite, "store.db", "sqlite:store.db"},
 		{"./x:y.db", SQLite, "./x:y.db", "sqlite:./x:y.db"},
@@ -55,6 +57,7 @@ func TestParseErrors(t *testing.T) {
 	for _, raw := range []string{
 		"", " memory:", "memory: ", "memory:x", "memory://x",
 		"sqlite:", "sqlite://", "sqlite::memory:", "sqlite:file:x.db", "sqlite:///x.db?mode=ro", "sqlite://x#y",
+		"sqlite://x.db?synchronous=off", "sqlite://x.db?synchronous=normal&mode=ro", "sqlite://?synchronous=normal", "sqlite://x.db?synchronous",
 		"mysql://u:hunter22@h/db", "x:y.db", "file:x.db", "http://example.com/",
 		"postgres://u:hunter22@h:notaport/db", "postgres://u:hunter22@h/db?sslmode=bogus",
 		"postgres://u:hun/ter22@h/db", "postgres://u:hunter22%zz@h/db", "postgres:u:hunter22@h",

@@ -354,12 +354,14 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request, sig syscall.Sign
 	if sig == syscall.SIGKILL && !finished {
 		p.add("stdout", killedMarker)
 	}
-	_ = p.p.Signal(sig)
+	// The status is set before the signal: the process may end, and its
+	// waiter record it as failed, before a status set afterwards.
 	p.mu.Lock()
 	if !p.finished {
 		p.status = status
 	}
 	p.mu.Unlock()
+	_ = p.p.Signal(sig)
 	fakecloud.WriteJSON(w, http.StatusOK, map[string]string{"message": msg})
 }
 

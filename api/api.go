@@ -35,6 +35,10 @@ type StartRun struct {
 	// definition's (names unique across both; ${secret:NAME} references
 	// name the definition's secrets).
 	MCPServers []sandbox.MCPServer `json:"mcpServers,omitempty"`
+	// Retention asks the stores to keep less of this run once it has
+	// ended: "sandbox" (no prompt, no event text) or "none" (nothing). The
+	// strictest of this, the definition's and the daemon's applies.
+	Retention string `json:"retention,omitempty"`
 }
 
 // Run is a run as the API shows it (its journal nonce stays private).

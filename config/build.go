@@ -102,6 +102,7 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 			Default:   sandbox.Decision(pol.Default),
 		}
 	}
+	def.Retention = f.Retention
 	def.Lifecycle = sandbox.Lifecycle{
 		Reuse:             sandbox.Reuse(f.Lifecycle.Reuse),
 		Snapshot:          sandbox.SnapshotMode(f.Lifecycle.Snapshot),

@@ -59,11 +59,14 @@ const DefaultFile = "corral.yaml"
 
 // File is the decoded corral.yaml.
 type File struct {
-	ID        string     `yaml:"id"`
-	Provider  Provider   `yaml:"provider"`
-	Workspace Workspace  `yaml:"workspace"`
-	Policy    *Policy    `yaml:"policy"`
-	Lifecycle Lifecycle  `yaml:"lifecycle"`
+	ID        string    `yaml:"id"`
+	Provider  Provider  `yaml:"provider"`
+	Workspace Workspace `yaml:"workspace"`
+	Policy    *Policy   `yaml:"policy"`
+	Lifecycle Lifecycle `yaml:"lifecycle"`
+	// Retention is what the stores keep of ended runs: all (default),
+	// sandbox or none.
+	Retention string     `yaml:"retention"`
 	path      string     // where it was read from
 	secretsAt []secretAt // for errors
 }

@@ -126,6 +126,7 @@ func TestBuildErrors(t *testing.T) {
 		{"docker without image", "provider: {name: docker}\n", []string{"provider.docker.image is required"}},
 		{"unknown token secret", "workspace:\n  source: {git: x/y, tokenSecret: NOPE}\n", []string{`unknown secret "NOPE"`}},
 		{"dash value", "workspace:\n  source: {git: --upload-pack=x}\n", []string{"starts with '-'"}},
+		{"unknown retention", "retention: forever\n", []string{`retention "forever"`, "all, sandbox or none"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f, err := config.Parse([]byte(tt.yaml))
@@ -202,5 +203,21 @@ func TestMCPServers(t *testing.T) {
 				t.Errorf("err = %v", err)
 			}
 		})
+	}
+}
+
+func TestRetention(t *testing.T) {
+	for _, mode := range []string{"all", "sandbox", "none"} {
+		f, err := config.Parse([]byte("retention: " + mode + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		def, err := f.Definition(config.BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if def.Retention != mode {
+			t.Errorf("retention %s: definition has %q", mode, def.Retention)
+		}
 	}
 }

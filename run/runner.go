@@ -103,6 +103,10 @@ type Options struct {
 	// OnEnsure is told how long ensuring a run's sandbox took and which
 	// path it took ("created", "resumed", "restored", or "failed").
 	OnEnsure func(d time.Duration, outcome string)
+	// Retention is the default of what the stores keep of ended runs (see
+	// store.Retention); a definition or a request may ask for less, never
+	// for more. Default all.
+	Retention store.Retention
 	// Now returns the time. Default time.Now.
 	Now func() time.Time
 }
@@ -136,6 +140,9 @@ func New(st store.Store, defs []*sandbox.Definition, harnesses []harness.Harness
 	}
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = 2 * time.Second
+	}
+	if !opts.Retention.Valid() {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "run.new", "", "retention %q: want all, sandbox or none", opts.Retention)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -206,6 +213,10 @@ type StartRequest struct {
 	// secret references only in header and environment values, naming
 	// workspace secrets). They are not part of the sandbox key.
 	MCPServers []sandbox.MCPServer
+	// Retention asks the stores to keep less of this run once it has
+	// ended than its definition and the runner would (store.Retention):
+	// the strictest of the three applies.
+	Retention store.Retention
 }
 
 // ValidRunID reports whether id may name a run (StartRequest.ID).
@@ -275,6 +286,10 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 		SandboxKey: def.KeyFor(req.Thread, id, req.Tenant),
 	}
 	rec.Prompt = req.Prompt
+	if !req.Retention.Valid() {
+		return store.Run{}, sandbox.Errorf(sandbox.InvalidArgument, "run.start", id, "retention %q: want all, sandbox or none", req.Retention)
+	}
+	rec.Retention = Strictest(req.Retention, store.Retention(def.Retention), r.opts.Retention)
 	rec.PolicyUnenforced = policyNotice(h, def, req) // what the harness cannot enforce of the policy, said at start
 	if err := r.store.CreateRun(ctx, rec); err != nil {
 		return store.Run{}, err

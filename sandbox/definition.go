@@ -21,6 +21,12 @@ type Definition struct {
 	Lifecycle Lifecycle
 	// Hooks are called at points of an instance's life.
 	Hooks Hooks
+	// Retention says what the stores keep of this definition's runs once
+	// they have ended: "all" (or ""), "sandbox" (no prompt, no event text,
+	// no conversation) or "none" (nothing). See store.Retention; a run
+	// gets the strictest of its request's, its definition's and the
+	// runner's default.
+	Retention string
 }
 
 // Reuse says which runs share a sandbox.
@@ -128,6 +134,11 @@ func (d *Definition) Validate() error {
 		return Errorf(InvalidArgument, "definition", "", "a definition needs an id")
 	case d.Provider == nil:
 		return Errorf(InvalidArgument, "definition", d.ID, "a definition needs a provider")
+	}
+	switch d.Retention {
+	case "", "all", "sandbox", "none":
+	default:
+		return Errorf(InvalidArgument, "definition", d.ID, "retention %q: want all, sandbox or none", d.Retention)
 	}
 	if err := d.Workspace.Validate(); err != nil {
 		return err

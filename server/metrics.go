@@ -23,6 +23,7 @@ type Metrics struct {
 	exec        *prometheus.HistogramVec
 	reaped      *prometheus.CounterVec
 	refused     *prometheus.CounterVec
+	forgotten   *prometheus.CounterVec
 }
 
 // NewMetrics returns a fresh set of metrics in their own registry.
@@ -43,8 +44,10 @@ func NewMetrics() *Metrics {
 			Name: "corral_reaper_runs_total", Help: "Runs the reaper looked at, by outcome."}, []string{"outcome"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_requests_refused_total", Help: "Requests refused before any route, by reason (host, origin, content-type, token)."}, []string{"reason"}),
+		forgotten: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_retention_runs_total", Help: "Ended runs the retention pass handled, by result (forgotten: the retention mode applied; pruned: events past the max age deleted; failed)."}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.runsStarted, m.takeovers, m.ensure, m.exec, m.reaped, m.refused,
+	m.reg.MustRegister(m.runsStarted, m.takeovers, m.ensure, m.exec, m.reaped, m.refused, m.forgotten,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -56,6 +59,12 @@ func (m *Metrics) ObserveEnsure(d time.Duration, outcome string) {
 
 // ObserveTakeOver counts a run taken over (for run.Options.OnTakeOver).
 func (m *Metrics) ObserveTakeOver(string) { m.takeovers.Inc() }
+
+func (m *Metrics) observeForget(rep run.ForgetReport) {
+	m.forgotten.WithLabelValues("forgotten").Add(float64(rep.Forgotten))
+	m.forgotten.WithLabelValues("pruned").Add(float64(rep.Pruned))
+	m.forgotten.WithLabelValues("failed").Add(float64(rep.Failed))
+}
 
 func (m *Metrics) observeReap(rep run.ReapReport) {
 	for _, r := range rep.Runs {

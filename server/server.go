@@ -62,6 +62,9 @@ type Options struct {
 	// cancels runs nobody watched for this long; default 30m; negative
 	// never expires runs.
 	ReapInterval, ReapTTL time.Duration
+	// Forget tunes the retention pass that follows each reaper pass (see
+	// run.Runner.Forget).
+	Forget run.ForgetOptions
 	// Metrics, when set, is the registry metrics go to (a fresh one
 	// otherwise).
 	Metrics *Metrics
@@ -235,7 +238,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	}
 	rec, err := s.opts.Runner.Start(context.WithoutCancel(r.Context()), run.StartRequest{
 		ID: runID, Definition: req.Definition, Thread: req.Thread, Tenant: tenantOf(r), Harness: req.Harness,
-		Prompt: req.Prompt, Args: req.Args, Model: req.Model, Mode: req.Mode, Auth: harness.Auth(req.Auth), Options: req.Options, Approvals: req.Approvals, MCPServers: req.MCPServers,
+		Prompt: req.Prompt, Args: req.Args, Model: req.Model, Mode: req.Mode, Auth: harness.Auth(req.Auth), Options: req.Options, Approvals: req.Approvals, MCPServers: req.MCPServers, Retention: store.Retention(req.Retention),
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -512,6 +515,12 @@ func (s *Server) Reap(ctx context.Context) {
 			continue
 		}
 		s.metrics.observeReap(rep)
+		frep, err := s.opts.Runner.Forget(ctx, s.opts.Forget)
+		if err != nil {
+			s.log.Warn("server: retention pass failed", "err", err)
+			continue
+		}
+		s.metrics.observeForget(frep)
 	}
 }
 

@@ -108,13 +108,19 @@ type Run struct {
 	// any client can show a thread as a conversation. Set at create and
 	// never changed. Optional.
 	Prompt string
+	// Retention says what the stores keep of the run once it has ended
+	// (see [Retention]); set at create and never changed. "" is all.
+	Retention Retention
+	// ForgottenAt is when ForgetRun erased what the run's Retention does
+	// not keep; zero until then.
+	ForgottenAt time.Time
 }
 
 // RunPatch changes some fields of a run. Each Opt field is left as it is
 // when zero, stored with Set and cleared with Clear. For the string and time
 // fields, Set of the zero value ("" or the zero time) clears, like Clear.
 // ID, ThreadID, Tenant, DefinitionID, Harness, JournalNonce,
-// PolicyUnenforced, Prompt and CreatedAt never change; DriverEpoch moves only through ClaimRun; UpdatedAt is set by
+// PolicyUnenforced, Prompt, Retention and CreatedAt never change (ForgetRun clears Prompt); DriverEpoch moves only through ClaimRun; UpdatedAt is set by
 // the store.
 type RunPatch struct {
 	// Status sets the status. It cannot be cleared (InvalidArgument).

@@ -10,6 +10,7 @@ type Store interface {
 	Locker
 	RunStore
 	EventLog
+	Forgetter
 	// Close releases the leases this store still holds (best effort), stops
 	// their renewal and closes the connections. The store is unusable after.
 	Close() error

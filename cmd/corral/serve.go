@@ -17,6 +17,7 @@ import (
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/server"
+	"github.com/d10ffeed/corral/store"
 	"github.com/spf13/cobra"
 )
 
@@ -31,6 +32,9 @@ func newServeCmd() *cobra.Command {
 		noAuth   bool
 		hosts    []string
 		origins  []string
+
+		retention   string
+		eventMaxAge time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -102,12 +106,14 @@ visit cannot use it.`,
 				return err
 			}
 			defer st.Close()
-			r, err := run.New(st, defs, allHarnesses(), run.Options{Logger: logger(), OnEnsure: metrics.ObserveEnsure, OnTakeOver: metrics.ObserveTakeOver})
+			r, err := run.New(st, defs, allHarnesses(), run.Options{Logger: logger(), OnEnsure: metrics.ObserveEnsure, OnTakeOver: metrics.ObserveTakeOver,
+				Retention: store.Retention(retention)})
 			if err != nil {
 				return err
 			}
 			srv, err := server.New(server.Options{Runner: r, Definitions: ids, Harnesses: harnessNames(), Tokens: toks, NoAuth: noAuth,
-				AllowedHosts: hosts, AllowedOrigins: origins, Logger: logger(), ReapInterval: interval, ReapTTL: ttl, Metrics: metrics})
+				AllowedHosts: hosts, AllowedOrigins: origins, Logger: logger(), ReapInterval: interval, ReapTTL: ttl, Metrics: metrics,
+				Forget: run.ForgetOptions{EventMaxAge: eventMaxAge}})
 			if err != nil {
 				return err
 			}
@@ -149,6 +155,8 @@ visit cannot use it.`,
 	cmd.Flags().StringArrayVar(&origins, "allow-origin", nil, "a browser origin allowed to call the API besides the daemon's own page (`URL` such as https://ops.acme.dev, repeatable)")
 	cmd.Flags().DurationVar(&interval, "reap-interval", time.Minute, "how often the reaper runs")
 	cmd.Flags().DurationVar(&ttl, "ttl", 30*time.Minute, "cancel runs nobody watched for this long (negative: never)")
+	cmd.Flags().StringVar(&retention, "retention", "all", "what the store keeps of ended runs: all, sandbox (no prompt, no event text) or none (nothing); a definition may ask for less")
+	cmd.Flags().DurationVar(&eventMaxAge, "event-max-age", 0, "delete the events of runs that ended longer ago than this (0: keep them)")
 	return cmd
 }
 

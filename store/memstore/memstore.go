@@ -50,7 +50,11 @@ type runEntry struct {
 	events []store.Event
 	bytes  int64 // the sum of the events' Data lengths
 	closed bool
+	pruned int64 // events deleted by PruneEvents: seq pruned+i+1 is events[i]
 }
+
+// lastSeq is the seq of the log's last event, pruned ones included.
+func (e *runEntry) lastSeq() int64 { return e.pruned + int64(len(e.events)) }
 
 type lockEntry struct {
 	token   int64     // the last token issued for the name
@@ -410,7 +414,7 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, epoch, firstSeq 
 	if err != nil {
 		return err
 	}
-	if err := storeutil.CheckAppend(runID, epoch, e.run.DriverEpoch, e.closed, int64(len(e.events)), firstSeq); err != nil {
+	if err := storeutil.CheckAppend(runID, epoch, e.run.DriverEpoch, e.closed, e.lastSeq(), firstSeq); err != nil {
 		return err
 	}
 	now := s.nowMS()
@@ -440,7 +444,7 @@ func (s *Store) ReadEvents(ctx context.Context, runID string, afterSeq int64, li
 	if err != nil {
 		return nil, err
 	}
-	start := min(max(afterSeq, 0), int64(len(e.events)))
+	start := min(max(afterSeq-e.pruned, 0), int64(len(e.events)))
 	evs := e.events[start:]
 	if limit > 0 && len(evs) > limit {
 		evs = evs[:limit]
@@ -466,7 +470,7 @@ func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return int64(len(e.events)), nil
+	return e.lastSeq(), nil
 }
 
 // LogSize implements store.EventLog.

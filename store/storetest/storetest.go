@@ -45,12 +45,14 @@ type Backend struct {
 	NoChildReason string
 }
 
-// Run runs the whole suite: instances, locker, runs and the event log.
+// Run runs the whole suite: instances, locker, runs, the event log and
+// retention.
 func Run(t *testing.T, h Harness) {
 	t.Run("Instances", func(t *testing.T) { RunInstanceStore(t, h) })
 	t.Run("Locker", func(t *testing.T) { RunLocker(t, h) })
 	t.Run("Runs", func(t *testing.T) { RunRunStore(t, h) })
 	t.Run("Events", func(t *testing.T) { RunEventLog(t, h) })
+	t.Run("Retention", func(t *testing.T) { RunForgetter(t, h) })
 }
 
 // open makes a fresh backend and registers its closing.

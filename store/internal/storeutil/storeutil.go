@@ -39,6 +39,9 @@ const (
 	OpLogSize        = "events.size"
 	OpCloseLog       = "events.close"
 	OpLogClosed      = "events.closed"
+	OpForgettable    = "runs.forgettable"
+	OpForget         = "runs.forget"
+	OpPruneEvents    = "events.prune"
 )
 
 // MS converts t to epoch milliseconds.
@@ -141,6 +144,13 @@ func NormalizeRun(r store.Run, now time.Time) (store.Run, error) {
 	if !r.Status.Valid() {
 		return fail("invalid run status %q", r.Status)
 	}
+	if !r.Retention.Valid() {
+		return fail("invalid retention %q (want all, sandbox or none)", r.Retention)
+	}
+	if r.Retention == store.RetainAll {
+		r.Retention = ""
+	}
+	r.ForgottenAt = time.Time{}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = now
 	}
@@ -420,7 +430,7 @@ func ScanInstance(scan func(dest ...any) error) (store.Instance, error) {
 }
 
 // RunColumns are the corral_runs columns ScanRun reads, in order.
-const RunColumns = `id, thread_id, tenant, definition_id, harness, status, created_at, updated_at, finished_at, error, exit_code, journal_nonce, sandbox_key, detached_since, cancel_requested, driver_epoch, policy_unenforced, prompt`
+const RunColumns = `id, thread_id, tenant, definition_id, harness, status, created_at, updated_at, finished_at, error, exit_code, journal_nonce, sandbox_key, detached_since, cancel_requested, driver_epoch, policy_unenforced, prompt, retention, forgotten_at`
 
 // ScanRun reads a row of RunColumns. NULL reads back as absent, never as a
 // made-up default.
@@ -429,12 +439,13 @@ func ScanRun(scan func(dest ...any) error) (store.Run, error) {
 		r                                                  store.Run
 		status                                             string
 		definition, harness, errMsg, nonce, sandboxKey     *string
-		policyUnenforced, prompt                           *string
+		policyUnenforced, prompt, retention                *string
 		created, updated                                   int64
 		finished, exitCode, detachedSince, cancelRequested *int64
+		forgotten                                          *int64
 	)
 	if err := scan(&r.ID, &r.ThreadID, &r.Tenant, &definition, &harness, &status, &created, &updated,
-		&finished, &errMsg, &exitCode, &nonce, &sandboxKey, &detachedSince, &cancelRequested, &r.DriverEpoch, &policyUnenforced, &prompt); err != nil {
+		&finished, &errMsg, &exitCode, &nonce, &sandboxKey, &detachedSince, &cancelRequested, &r.DriverEpoch, &policyUnenforced, &prompt, &retention, &forgotten); err != nil {
 		return store.Run{}, err
 	}
 	r.Status = store.RunStatus(status)
@@ -451,6 +462,8 @@ func ScanRun(scan func(dest ...any) error) (store.Run, error) {
 	r.CancelRequested = TimeFromNull(cancelRequested)
 	r.PolicyUnenforced = StringFromNull(policyUnenforced)
 	r.Prompt = StringFromNull(prompt)
+	r.Retention = store.Retention(StringFromNull(retention))
+	r.ForgottenAt = TimeFromNull(forgotten)
 	return r, nil
 }
 
@@ -463,7 +476,8 @@ func RunValues(r store.Run) []any {
 	return []any{r.ID, r.ThreadID, r.Tenant, NullString(r.DefinitionID), NullString(r.Harness), string(r.Status),
 		MS(r.CreatedAt), MS(r.UpdatedAt), NullMS(r.FinishedAt), NullString(r.Error), exit,
 		NullString(r.JournalNonce), NullString(r.SandboxKey), NullMS(r.DetachedSince),
-		NullMS(r.CancelRequested), r.DriverEpoch, NullString(r.PolicyUnenforced), NullString(r.Prompt)}
+		NullMS(r.CancelRequested), r.DriverEpoch, NullString(r.PolicyUnenforced), NullString(r.Prompt),
+		NullString(string(r.Retention)), NullMS(r.ForgottenAt)}
 }
 
 // InstanceValues are the values of InstanceColumns for an INSERT; created
@@ -481,4 +495,28 @@ func DataBytes(events []store.NewEvent) int64 {
 		n += int64(len(e.Data))
 	}
 	return n
+}
+
+// CheckForget says whether ForgetRun has anything to do for r: (false,
+// nil) when its retention keeps everything or it was forgotten already, an
+// error when it is still live.
+func CheckForget(r store.Run) (bool, error) {
+	if !r.Status.Terminal() {
+		return false, sandbox.Errorf(sandbox.FailedPrecondition, OpForget, r.ID, "the run is %s: only an ended run is forgotten", r.Status)
+	}
+	return r.Retention.Forgets() && r.ForgottenAt.IsZero(), nil
+}
+
+// KeptData is keep's payload for ev, checked: nil when keep is nil or
+// returns nothing, and nil too when what it returns is not valid JSON (a
+// payload the store cannot read back is no payload).
+func KeptData(keep func(store.Event) json.RawMessage, ev store.Event) json.RawMessage {
+	if keep == nil {
+		return nil
+	}
+	d := keep(ev)
+	if len(d) == 0 || !json.Valid(d) {
+		return nil
+	}
+	return CopyData(d)
 }

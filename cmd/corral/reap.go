@@ -16,10 +16,11 @@ func newReapCmd() *cobra.Command {
 		ttl    time.Duration
 		max    int
 		asJSON bool
+		maxAge time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "reap",
-		Short: "Finalize finished detached runs, expire abandoned ones, reclaim idle sandboxes",
+		Short: "Finalize finished detached runs, expire abandoned ones, reclaim idle sandboxes, apply retention",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -33,11 +34,21 @@ func newReapCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			frep, err := r.Forget(ctx, run.ForgetOptions{EventMaxAge: maxAge})
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return enc.Encode(struct {
+					run.ReapReport
+					Retention run.ForgetReport `json:"retention"`
+				}{rep, frep})
+			}
+			if frep.Forgotten+frep.Pruned+frep.Failed > 0 {
+				fmt.Fprintf(out, "retention: %d ended runs forgotten, %d runs' old events deleted, %d failed\n", frep.Forgotten, frep.Pruned, frep.Failed)
 			}
 			if rep.Skipped {
 				fmt.Fprintln(out, "another process is reaping; skipped")
@@ -62,5 +73,6 @@ func newReapCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&ttl, "ttl", 0, "cancel runs detached longer than this (0: never)")
 	cmd.Flags().IntVar(&max, "max", 25, "most runs to look at")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().DurationVar(&maxAge, "event-max-age", 0, "delete the events of runs that ended longer ago than this (0: keep them)")
 	return cmd
 }

@@ -305,10 +305,29 @@ func (p *Provider) RestoreSnapshot(ctx context.Context, snapshot string, opts sa
 	return p.create(ctx, opts, snapshot)
 }
 
-// DeleteSnapshot deletes a snapshot; one that is gone is fine.
+// DeleteSnapshot deletes a snapshot by the name Handle.Snapshot gave it
+// (or its id); one that is gone is fine. Daytona's DELETE
+// /snapshots/{id} takes the id only, so the name is resolved first with
+// GET /snapshots/{idOrName}, as the official SDK does.
 func (p *Provider) DeleteSnapshot(ctx context.Context, snapshot string) error {
-	_, err := p.c.Do(ctx, cloudhttp.Request{Op: Name + ".deleteSnapshot", ID: snapshot, Method: http.MethodDelete,
-		Path: "/snapshots/" + url.PathEscape(snapshot)}, nil)
+	op := Name + ".deleteSnapshot"
+	if snapshot == "" {
+		return sandbox.Errorf(sandbox.InvalidArgument, op, "", "empty snapshot name")
+	}
+	var ref SnapshotRef
+	_, err := p.c.Do(ctx, cloudhttp.Request{Op: op, ID: snapshot, Method: http.MethodGet,
+		Path: "/snapshots/" + url.PathEscape(snapshot)}, &ref)
+	if sandbox.CodeOf(err) == sandbox.NotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ref.ID == "" {
+		return sandbox.Errorf(sandbox.Internal, op, snapshot, "Daytona answered snapshot %q without an id", snapshot)
+	}
+	_, err = p.c.Do(ctx, cloudhttp.Request{Op: op, ID: snapshot, Method: http.MethodDelete,
+		Path: "/snapshots/" + url.PathEscape(ref.ID)}, nil)
 	if sandbox.CodeOf(err) == sandbox.NotFound {
 		return nil
 	}

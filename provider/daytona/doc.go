@@ -19,7 +19,8 @@
 //	GET    /sandbox?labels={"corral":"1"} list (cursor pages), prune by age
 //	POST   /sandbox/{id}/snapshot         Snapshot {name}, polled until not "snapshotting";
 //	                                      RestoreSnapshot is a create from it
-//	DELETE /snapshots/{name}              DeleteSnapshot
+//	GET    /snapshots/{name}              DeleteSnapshot: the name resolved to the id,
+//	DELETE /snapshots/{id}                then deleted by id (the API takes no name there)
 //	GET    /sandbox/{id}/ports/{p}/preview-url   ConnectPort (token as x-daytona-preview-token)
 //
 // A sandbox in state destroyed, destroying, error or build_failed is

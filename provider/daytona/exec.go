@@ -50,8 +50,8 @@ type backend struct{ h *handle }
 
 // Start starts spec in a fresh session. An Exec's or the file system's
 // stdin is collected until CloseStdin and handed over as a file (a session
-// command's own input never reaches EOF); a spawned command's stdin goes
-// through the input endpoint as it is written.
+// command's own input never reaches EOF); a spawned command reads
+// /dev/null and its Write is Unsupported (writableStdin false).
 func (b backend) Start(ctx context.Context, op string, spec execproc.Spec) (execproc.Stream, error) {
 	if !strings.HasSuffix(op, ".spawn") {
 		return b.h.startSync(ctx, op, spec)

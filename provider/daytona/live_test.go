@@ -6,11 +6,12 @@ import (
 
 	"github.com/d10ffeed/corral/journal/journaltest"
 	"github.com/d10ffeed/corral/provider/daytona"
+	"github.com/d10ffeed/corral/run/runtest"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/sandboxtest"
 )
 
-// TestLive runs the provider and journal suites against the real Daytona
+// TestLive runs the provider, journal and run suites against the real Daytona
 // when DAYTONA_API_KEY is set (DAYTONA_API_URL when set names another
 // control plane). Without the key it is a named skip, the one skip
 // allowed under CI=true: no credentials exist on our machines.
@@ -27,4 +28,5 @@ func TestLive(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{Provider: sandbox.Guard(p, sandbox.GuardOptions{})})
 	})
 	t.Run("journaltest", func(t *testing.T) { journaltest.Run(t, journaltest.Harness{Provider: p}) })
+	t.Run("runtest", func(t *testing.T) { runtest.RunEach(t, p, runtest.EmbeddedStores()) })
 }

@@ -56,27 +56,42 @@ func runSDK(t *testing.T, apiURL string) map[string]json.RawMessage {
 }
 
 // TestOfficialSDK: @daytonaio/sdk, pointed at the fake, creates a
-// sandbox, runs a command (output and exit code), streams a session
-// command's stdout and stderr apart, writes, reads and lists files, kills
-// a background command's group, takes a snapshot and destroys the sandbox.
+// sandbox, finds it by name and by labels, reads the work and home dirs,
+// runs a command (output and exit code), streams a session command's
+// stdout and stderr apart, reads a session, kills a background command's
+// group, makes a folder, writes, reads, lists, stats and deletes files,
+// gets a preview and a signed preview URL, takes a snapshot and deletes it
+// by name, stops and starts the sandbox and destroys it.
 func TestOfficialSDK(t *testing.T) {
 	s := newFake(t)
 	out := runSDK(t, s.APIURL())
 	want := map[string]string{
-		"getByName":   `true`,
-		"execute":     `{"exitCode":3,"result":"hello\noops\n"}`,
-		"stream":      `{"stdout":"line1\nline2\nline3\n","stderr":"err\n","exitCode":0}`,
-		"sessionSync": `{"exitCode":4,"stdout":"out","stderr":"err"}`,
-		"kill":        `{"group":"gone","exitCode":137}`,
-		"file":        `"file content\n"`,
-		"list":        `["a.txt:false:13"]`,
-		"snapshot":    `"started"`,
-		"destroy":     `"DaytonaNotFoundError:404"`,
+		"getByName":      `true`,
+		"execute":        `{"exitCode":3,"result":"hello\noops\n"}`,
+		"stream":         `{"stdout":"line1\nline2\nline3\n","stderr":"err\n","exitCode":0}`,
+		"sessionSync":    `{"exitCode":4,"stdout":"out","stderr":"err"}`,
+		"kill":           `{"group":"gone","exitCode":137}`,
+		"file":           `"file content\n"`,
+		"list":           `true`,
+		"getSession":     `2`,
+		"listFiles":      `["a.txt:false:13"]`,
+		"fileInfoDelete": `{"size":13,"left":0}`,
+		"signedPreview":  `true`,
+		"snapshot":       `"started"`,
+		"deleteSnapshot": `true`,
+		"stopStart":      `"started"`,
+		"destroy":        `"DaytonaNotFoundError:404"`,
 	}
 	for k, v := range want {
 		if got := string(out[k]); got != v {
 			t.Errorf("%s: got %s, want %s", k, got, v)
 		}
+	}
+	if h := string(out["homeDir"]); len(h) < 3 || h[0] != '"' {
+		t.Errorf("homeDir: %s", h)
+	}
+	if len(s.Snapshots()) != 0 {
+		t.Errorf("snapshots left after the SDK deleted it by name: %v", s.Snapshots())
 	}
 	if !strings.Contains(string(out["create"]), `"state":"started"`) {
 		t.Errorf("create: %s", out["create"])

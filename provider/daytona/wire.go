@@ -68,3 +68,10 @@ var (
 	stdoutMarker = []byte{1, 1, 1}
 	stderrMarker = []byte{2, 2, 2}
 )
+
+// SnapshotRef is the part of GET /snapshots/{idOrName} (SnapshotDto)
+// the provider reads: DELETE /snapshots/{id} takes the id, not the name.
+type SnapshotRef struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}

@@ -125,8 +125,9 @@ func runSDK(t *testing.T, f *e2bfake.Fake, extra ...string) string {
 // TestOfficialSDK runs the official e2b SDK against the fake: create,
 // getInfo, a command's output and exit code, a streamed background
 // command, stdin, files (write, read, list, exists, makeDir), list and
-// kill a background command, snapshot → create from it → delete, set
-// timeout, pause → connect, list by metadata, kill.
+// kill a background command, snapshot → list the sandbox's snapshots →
+// create from it → delete, fork (the fork has the files), update the
+// network, set timeout, pause → connect, list by metadata, kill.
 func TestOfficialSDK(t *testing.T) {
 	f := newFake(t)
 	out := runSDK(t, f)

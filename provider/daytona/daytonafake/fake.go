@@ -8,7 +8,9 @@
 //     GET /api/sandbox (labels as a JSON object, cursor pages),
 //     GET|DELETE /api/sandbox/{idOrName}, POST …/start, …/stop,
 //     …/snapshot, GET …/toolbox-proxy-url, …/ports/{port}/preview-url,
-//     …/ports/{port}/signed-preview-url, and DELETE /api/snapshots/{id};
+//     …/ports/{port}/signed-preview-url, GET /api/snapshots/{idOrName} and
+//     DELETE /api/snapshots/{id} (by id only, as the API documents: a
+//     name is resolved with the GET first, as the SDK does);
 //   - the toolbox under /toolbox/{sandboxId} (the toolboxProxyUrl every
 //     sandbox carries, as the real API returns it): process/execute,
 //     process/session (create, get, delete, exec with runAsync, command
@@ -34,7 +36,7 @@
 // bytes are lost); the fake labels each chunk as it arrives, byte-exact.
 //
 // Routes (for faults and counts) are named create, list, get, delete,
-// start, stop, snapshot, deleteSnapshot, proxyURL, preview, signedPreview,
+// start, stop, snapshot, getSnapshot, deleteSnapshot, proxyURL, preview, signedPreview,
 // execute, sessionCreate, sessionGet, sessionDelete, sessionExec, command,
 // logs, input, workDir, homeDir, filesList, filesInfo, filesDelete,
 // folder, upload and download.
@@ -50,7 +52,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -108,6 +109,7 @@ func New(opts fakecloud.Options) (*Server, error) {
 	s.Handle("start", "POST /api/sandbox/{id}/start", s.start)
 	s.Handle("stop", "POST /api/sandbox/{id}/stop", s.stop)
 	s.Handle("snapshot", "POST /api/sandbox/{id}/snapshot", s.createSnapshot)
+	s.Handle("getSnapshot", "GET /api/snapshots/{id}", s.getSnapshot)
 	s.Handle("deleteSnapshot", "DELETE /api/snapshots/{id}", s.deleteSnapshot)
 	s.Handle("proxyURL", "GET /api/sandbox/{id}/toolbox-proxy-url", s.proxyURL)
 	s.Handle("preview", "GET /api/sandbox/{id}/ports/{port}/preview-url", s.preview)
@@ -464,77 +466,6 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	m := s.dto(d, true)
 	s.mu.Unlock()
 	fakecloud.WriteJSON(w, http.StatusOK, m)
-}
-
-// createSnapshot copies the workspace into a snapshot named as asked;
-// the sandbox keeps its state (the real one passes through
-// "snapshotting", which the fake completes before it answers).
-func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
-	d, ok := s.find(w, r)
-	if !ok {
-		return
-	}
-	var req struct {
-		Name          string `json:"name"`
-		IncludeMemory bool   `json:"includeMemory"`
-	}
-	if err := fakecloud.DecodeJSON(r, &req); err != nil || strings.TrimSpace(req.Name) == "" {
-		apiError(w, http.StatusBadRequest, "name must be a non-empty string")
-		return
-	}
-	s.mu.Lock()
-	for _, sn := range s.snapshots {
-		if sn.name == req.Name {
-			s.mu.Unlock()
-			apiError(w, http.StatusConflict, "Snapshot with name %s already exists", req.Name)
-			return
-		}
-	}
-	s.mu.Unlock()
-	dir, err := os.MkdirTemp("", "daytonafake-snap-")
-	if err == nil {
-		err = copyTree(d.sb.Root, dir)
-	}
-	if err != nil {
-		apiError(w, http.StatusInternalServerError, "snapshot failed: %v", err)
-		return
-	}
-	s.mu.Lock()
-	sn := &snapshot{id: "snap-" + strconv.FormatInt(time.Now().UnixNano(), 36), name: req.Name, dir: dir, created: time.Now().UTC()}
-	s.snapshots[sn.id] = sn
-	m := s.dto(d, true)
-	s.mu.Unlock()
-	fakecloud.WriteJSON(w, http.StatusOK, m)
-}
-
-func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	var found *snapshot
-	for id, sn := range s.snapshots {
-		if id == r.PathValue("id") || sn.name == r.PathValue("id") {
-			found = sn
-			delete(s.snapshots, id)
-		}
-	}
-	s.mu.Unlock()
-	if found == nil {
-		apiError(w, http.StatusNotFound, "Snapshot %s not found", r.PathValue("id"))
-		return
-	}
-	_ = os.RemoveAll(found.dir)
-	w.WriteHeader(http.StatusOK)
-}
-
-// Snapshots returns the names of the snapshots the fake holds.
-func (s *Server) Snapshots() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, sn := range s.snapshots {
-		out = append(out, sn.name)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func (s *Server) proxyURL(w http.ResponseWriter, r *http.Request) {

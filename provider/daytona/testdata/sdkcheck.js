@@ -17,8 +17,13 @@ async function main() {
   const got = await daytona.get('sdk-check')
   step('getByName', got.id === sb.id)
 
+  const listed = []
+  for await (const x of daytona.list({ labels: { via: 'sdk' } })) listed.push(x.id)
+  step('list', listed.length === 1 && listed[0] === sb.id)
+
   const workDir = await sb.getWorkDir()
   step('workDir', workDir)
+  step('homeDir', await sb.getUserHomeDir())
   const r = await sb.process.executeCommand('echo hello; echo oops >&2; exit 3', workDir)
   step('execute', { exitCode: r.exitCode, result: r.result })
 
@@ -31,6 +36,8 @@ async function main() {
 
   const sync = await sb.process.executeSessionCommand('s1', { command: 'printf out; printf err >&2; exit 4' })
   step('sessionSync', { exitCode: sync.exitCode, stdout: sync.stdout, stderr: sync.stderr })
+  const sess = await sb.process.getSession('s1')
+  step('getSession', sess.commands.length)
 
   // A background command, killed by its process group from a second
   // command (the SDK has no kill of its own for session commands).
@@ -58,13 +65,25 @@ async function main() {
   const data = await sb.fs.downloadFile(dir + '/a.txt')
   step('file', data.toString())
   const ls = await sb.fs.listFiles(dir)
-  step('list', ls.map((f) => `${f.name}:${f.isDir}:${f.size}`))
+  step('listFiles', ls.map((f) => `${f.name}:${f.isDir}:${f.size}`))
+  const info = await sb.fs.getFileDetails(dir + '/a.txt')
+  await sb.fs.deleteFile(dir + '/a.txt')
+  step('fileInfoDelete', { size: info.size, left: (await sb.fs.listFiles(dir)).length })
 
   const pv = await sb.getPreviewLink(8080)
   step('preview', { url: pv.url, hasToken: !!pv.token })
+  const spv = await sb.getSignedPreviewUrl(8080, 60)
+  step('signedPreview', !!spv.url)
 
   await sb.createSnapshot('sdk-check-snap')
   step('snapshot', sb.state)
+  // by name: the SDK resolves it (GET /snapshots/{name}) and deletes by id
+  await daytona.snapshot.delete('sdk-check-snap')
+  step('deleteSnapshot', true)
+
+  await sb.stop()
+  await sb.start()
+  step('stopStart', sb.state)
 
   await sb.delete()
   let goneErr = ''

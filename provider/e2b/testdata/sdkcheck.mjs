@@ -71,12 +71,24 @@ step('kill', { pid: bg.pid, exitCode: killed.exitCode });
 
 const snap = await sbx.createSnapshot();
 if (!snap.snapshotId) fail('snapshot: ' + JSON.stringify(snap));
+const snaps = await sbx.listSnapshots().nextItems();
+if (!snaps.some((s) => s.snapshotId === snap.snapshotId)) fail('listSnapshots: ' + JSON.stringify(snaps));
 const fromSnap = await Sandbox.create(snap.snapshotId, opts);
 const again = await fromSnap.files.read('sdkdir/a.txt');
 if (again !== 'hello from the sdk') fail('restored file: ' + again);
 await fromSnap.kill();
 if (!(await Sandbox.deleteSnapshot(snap.snapshotId, opts))) fail('deleteSnapshot returned false');
-step('snapshot', { id: snap.snapshotId });
+step('snapshot', { id: snap.snapshotId, listed: snaps.length });
+
+const forks = await sbx.fork({ timeoutMs: 60000 });
+if (forks.length !== 1 || !(forks[0] instanceof Sandbox)) fail('fork: ' + String(forks[0]));
+const forked = await forks[0].files.read('sdkdir/a.txt');
+if (forked !== 'hello from the sdk' || forks[0].sandboxId === sbx.sandboxId) fail('forked file: ' + forked);
+await forks[0].kill();
+step('fork', { id: forks[0].sandboxId });
+
+await sbx.updateNetwork({ allowInternetAccess: false });
+step('network', {});
 
 await sbx.setTimeout(60000);
 await sbx.pause();

@@ -223,8 +223,8 @@ func TestRestoreOverExisting(t *testing.T) {
 			maps.Copy(want, map[string]string{
 				".git": "d", ".git/HEAD": fileDesc(0o644, "mine"),
 				"node_modules": "d", "node_modules/dep": "d", "node_modules/dep/index.js": fileDesc(0o644, "dep"),
-				".env":             fileDesc(0o644, "KEEP=1"),
-				"gone":             "d",
+				".env":              fileDesc(0o644, "KEEP=1"),
+				"gone":              "d",
 				"gone/node_modules": "d", "gone/node_modules/keep.js": fileDesc(0o644, "keep"),
 				"AGENTS.md": fileDesc(0o644, "projected by this sandbox's bootstrap"),
 			})

@@ -39,7 +39,9 @@ func TestHostileManifests(t *testing.T) {
 	other := digestOf([]byte("other")) // planted with the bytes "evil"
 	missing := digestOf([]byte("never stored"))
 	file := func(p string) store.Entry { return store.Entry{Path: p, Kind: store.EntryFile, Blob: gd, Size: 4} }
-	link := func(p, target string) store.Entry { return store.Entry{Path: p, Kind: store.EntrySymlink, Target: target} }
+	link := func(p, target string) store.Entry {
+		return store.Entry{Path: p, Kind: store.EntrySymlink, Target: target}
+	}
 	dir := func(p string) store.Entry { return store.Entry{Path: p, Kind: store.EntryDir} }
 	with := func(e store.Entry, f func(*store.Entry)) store.Entry { f(&e); return e }
 

@@ -195,10 +195,6 @@ func (c *capture) walk(ctx context.Context, dir string) error {
 	if len(c.res.Entries) > before || dir == "" || !c.opts.Rules.included(dir, store.EntryDir) {
 		return nil
 	}
-	if containsSecret(dir, c.opts.Secrets) {
-		c.skip(dir, sandbox.TypeDir, ReasonSecretInPath)
-		return nil
-	}
 	return c.add(store.Entry{Path: dir, Kind: store.EntryDir})
 }
 
@@ -219,14 +215,14 @@ func (c *capture) child(ctx context.Context, rel string) error {
 		c.skip(rel, fi.Type, ReasonSpecial)
 		return nil
 	}
+	if containsSecret(rel, c.opts.Secrets) {
+		c.skip(rel, fi.Type, ReasonSecretInPath)
+		return nil
+	}
 	if kind == store.EntryDir {
 		return c.walk(ctx, rel)
 	}
 	if !c.opts.Rules.included(rel, kind) {
-		return nil
-	}
-	if containsSecret(rel, c.opts.Secrets) {
-		c.skip(rel, fi.Type, ReasonSecretInPath)
 		return nil
 	}
 	if kind == store.EntrySymlink {

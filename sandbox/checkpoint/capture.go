@@ -57,7 +57,7 @@ type Skipped struct {
 // The reasons of Skipped.
 const (
 	ReasonSpecial        = "not a regular file, directory or symbolic link"
-	ReasonLinkUnreadable = "the file system cannot read symbolic links (no sandbox.LinkFS)"
+	ReasonLinkUnreadable = "the file system cannot read symbolic links (no sandbox.LinkFS, or its Readlink is unimplemented)"
 	ReasonLinkEscapes    = "link target is absolute, not in clean form or leaves the workspace"
 	ReasonNotUTF8        = "name is not valid UTF-8"
 	ReasonSecretInPath   = "path or link target contains a secret value"
@@ -238,8 +238,12 @@ func (c *capture) link(ctx context.Context, rel, name string) error {
 	}
 	target, err := c.links.Readlink(ctx, name)
 	if err != nil {
-		if sandbox.CodeOf(err) == sandbox.NotFound {
+		switch sandbox.CodeOf(err) {
+		case sandbox.NotFound:
 			c.skip(rel, sandbox.TypeSymlink, ReasonVanished)
+			return nil
+		case sandbox.Unimplemented:
+			c.skip(rel, sandbox.TypeSymlink, ReasonLinkUnreadable)
 			return nil
 		}
 		return sandbox.Wrap(sandbox.Internal, "checkpoint.capture", rel, err)

@@ -41,7 +41,8 @@ type RestoreResult struct {
 //  2. Every blob is read and verified (size and SHA-256): a missing blob is
 //     NotFound, a wrong one FailedPrecondition wrapping store.ErrBlobDigest.
 //  3. The destination is scanned without following links; excluded and not
-//     included paths are protected and not entered.
+//     included paths are protected and not entered, and so are names no
+//     manifest can hold (not valid UTF-8, say).
 //  4. A plan is made: removes (entries absent from the manifest or of
 //     another kind, shallowest first, never a protected path nor a directory
 //     holding one), directories, file writes with their modes, and links.

@@ -249,3 +249,35 @@ func entryStrings(es []store.Entry) []string {
 	}
 	return out
 }
+
+// TestRestoreProtectsNotIncluded: with an Include rule, the destination's
+// paths it rejects are left alone, and a file root is refused.
+func TestRestoreProtectsNotIncluded(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, "local")
+	build(t, w.dir, "keep.log=log", "old.go=old", "logs/", "sub/x.log=x")
+	blobs := newBlobs()
+	d := blobs.add("new")
+	rules := checkpoint.Rules{Include: func(p string, k store.EntryKind) bool {
+		return !strings.HasSuffix(p, ".log") && p != "logs"
+	}}
+	entries := []store.Entry{{Path: "new.go", Kind: store.EntryFile, Blob: d, Size: 3}}
+	rr, err := checkpoint.Restore(ctx, w.fs, sandbox.WorkspaceRoot, entries, blobs, checkpoint.RestoreOptions{Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"keep.log": fileDesc(0o644, "log"), "logs": "d", "sub": "d", "sub/x.log": fileDesc(0o644, "x"),
+		"new.go": fileDesc(0o644, "new"),
+	}
+	if diff := diffMaps(want, hostTree(t, w.dir)); diff != "" {
+		t.Errorf("tree:\n%s", diff)
+	}
+	if rr.Removed != 1 || rr.Files != 1 {
+		t.Errorf("result %+v, want old.go removed and new.go written", rr)
+	}
+	_, err = checkpoint.Restore(ctx, w.fs, "/workspace/new.go", entries, blobs, checkpoint.RestoreOptions{})
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition {
+		t.Errorf("a file as root: %v", err)
+	}
+}

@@ -197,3 +197,68 @@ func fsError(op, name string, err error) error {
 	}
 	return &sandbox.Error{Code: code, Op: op, ID: name, Err: err}
 }
+
+var (
+	_ sandbox.LinkFS = (*fsys)(nil)
+	_ sandbox.ModeFS = (*fsys)(nil)
+)
+
+// Readlink returns a link's target without following it.
+func (f *fsys) Readlink(ctx context.Context, name string) (string, error) {
+	const op = "fs.readlink"
+	rel, err := f.rel(op, name)
+	if err != nil {
+		return "", err
+	}
+	if rel == "." {
+		return "", sandbox.Errorf(sandbox.FailedPrecondition, op, name, "the workspace root is not a link")
+	}
+	t, err := f.h.root.Readlink(rel)
+	if err != nil {
+		if errors.Is(err, syscall.EINVAL) {
+			return "", sandbox.Errorf(sandbox.FailedPrecondition, op, name, "not a symbolic link")
+		}
+		return "", fsError(op, name, err)
+	}
+	return t, nil
+}
+
+// Symlink makes name a link to target; see sandbox.LinkFS.
+func (f *fsys) Symlink(ctx context.Context, target, name string) error {
+	const op = "fs.symlink"
+	rel, err := f.rel(op, name)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return sandbox.Errorf(sandbox.InvalidArgument, op, name, "cannot replace the workspace root")
+	}
+	if err := sandbox.CheckLinkTarget(rel, target); err != nil {
+		return err
+	}
+	if err := f.h.root.Symlink(target, rel); err != nil {
+		return fsError(op, name, err)
+	}
+	return nil
+}
+
+// Chmod sets a file's or directory's permission bits; a final link is
+// refused, not followed.
+func (f *fsys) Chmod(ctx context.Context, name string, mode fs.FileMode) error {
+	const op = "fs.chmod"
+	rel, err := f.rel(op, name)
+	if err != nil {
+		return err
+	}
+	fi, err := f.h.root.Lstat(rel)
+	if err != nil {
+		return fsError(op, name, err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return sandbox.Errorf(sandbox.FailedPrecondition, op, name, "is a symbolic link")
+	}
+	if err := f.h.root.Chmod(rel, mode&0o777); err != nil {
+		return fsError(op, name, err)
+	}
+	return nil
+}

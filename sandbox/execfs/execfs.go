@@ -75,6 +75,8 @@ const (
 	exitNotDir   = 91 // a non-directory is in the way, or a directory was expected
 	exitIsDir    = 92 // a directory where a file was expected
 	exitNotEmpty = 93 // a directory that is not empty would be replaced
+	exitNotLink  = 94 // a symbolic link was expected, or refused
+	exitExists   = 95 // the path exists already
 )
 
 // prelude is the guard plus two helpers.
@@ -263,6 +265,10 @@ func scriptError(op, name string, res *sandbox.ExecResult) error {
 		return sandbox.Errorf(sandbox.FailedPrecondition, op, name, "is a directory")
 	case exitNotEmpty:
 		return sandbox.Errorf(sandbox.FailedPrecondition, op, name, "directory not empty")
+	case exitNotLink:
+		return sandbox.Errorf(sandbox.FailedPrecondition, op, name, "symbolic link expected or refused")
+	case exitExists:
+		return sandbox.Errorf(sandbox.AlreadyExists, op, name, "file exists")
 	case 126, 127:
 		return sandbox.Errorf(sandbox.FailedPrecondition, op, name, "the sandbox cannot run sh (exit %d): %s", res.ExitCode, msg)
 	}

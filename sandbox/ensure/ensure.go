@@ -8,7 +8,6 @@ package ensure
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/d10ffeed/corral/sandbox"
@@ -48,9 +47,6 @@ type Manager struct {
 	OnStep func(bootstrap.StepEvent)
 	// Now returns the time; default time.Now.
 	Now func() time.Time
-
-	idleMu     sync.Mutex
-	idleCursor int // where the next ReapIdle pass starts among the instances
 }
 
 // Request says whose sandbox to ensure.

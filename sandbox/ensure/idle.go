@@ -2,6 +2,7 @@ package ensure
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/d10ffeed/corral/sandbox"
@@ -37,8 +38,8 @@ type IdleState struct {
 
 // IdleOptions tune a ReapIdle pass. Every field is optional.
 type IdleOptions struct {
-	// Limit bounds the instances one pass looks at; they are taken in turn
-	// across passes, so kept ones do not starve the rest. Default 25.
+	// Limit bounds the instances one pass looks at; each pass starts at a
+	// random one, so kept ones do not starve the rest. Default 25.
 	Limit int
 	// Now is the pass's time; zero is the manager's Now.
 	Now time.Time
@@ -107,10 +108,9 @@ func (m *Manager) ReapIdle(ctx context.Context, def *sandbox.Definition, opts Id
 	if len(mine) == 0 {
 		return rep, nil
 	}
-	m.idleMu.Lock()
-	start := m.idleCursor % len(mine)
-	m.idleCursor = start + limit
-	m.idleMu.Unlock()
+	// A random start (the manager is copied by value, so it keeps no
+	// cursor) shares the limit among the instances across passes.
+	start := rand.IntN(len(mine))
 
 	var reporter sandbox.PauseReporter
 	canReport := sandbox.ProviderAs(def.Provider, &reporter)

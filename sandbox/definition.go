@@ -98,7 +98,9 @@ type Idle struct {
 	Destroy time.Duration
 	// ApprovalWait caps how long an unanswered approval request of the
 	// last run holds the sandbox: past it, idle counts from the end of the
-	// wait. Zero waits without a cap.
+	// wait. Zero waits without a cap: an agent that asks and never gets an
+	// answer then holds its sandbox until the thread's next run, so set a
+	// cap where threads may be abandoned.
 	ApprovalWait time.Duration
 }
 

@@ -109,7 +109,15 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 		SnapshotMaxAge:    timeOf(f.Lifecycle.SnapshotMaxAge),
 		DestroyOnComplete: f.Lifecycle.DestroyOnComplete,
 		KeepAlive:         timeOf(f.Lifecycle.KeepAlive),
-		KeepBackground:    f.Lifecycle.KeepBackground,
+		Idle: sandbox.Idle{
+			Pause:        timeOf(f.Lifecycle.Idle.Pause),
+			Destroy:      timeOf(f.Lifecycle.Idle.Destroy),
+			ApprovalWait: timeOf(f.Lifecycle.Idle.ApprovalWait),
+		},
+		KeepBackground: f.Lifecycle.KeepBackground,
+	}
+	if err := def.Lifecycle.Validate(); err != nil && f.Lifecycle.Idle.line > 0 {
+		return nil, fail("line %d: %v", f.Lifecycle.Idle.line, err)
 	}
 	if err := def.Validate(); err != nil {
 		return nil, fail("%v", err)

@@ -35,7 +35,7 @@
 //	policy:
 //	  commands: {allow: [npm test], deny: ["rm -rf *"]}
 //	  network: allow
-//	lifecycle: {reuse: thread, snapshot: after-setup, keepAlive: 30m}
+//	lifecycle: {reuse: thread, snapshot: after-setup, idle: {pause: 10m, destroy: 24h}}
 package config
 
 import (
@@ -184,7 +184,40 @@ type Lifecycle struct {
 	SnapshotMaxAge    Duration     `yaml:"snapshotMaxAge"`
 	DestroyOnComplete bool         `yaml:"destroyOnComplete"`
 	KeepAlive         Duration     `yaml:"keepAlive"`
+	Idle              Idle         `yaml:"idle"`
 	KeepBackground    bool         `yaml:"keepBackground"`
+}
+
+// Idle is lifecycle.idle: when an idle sandbox is paused and destroyed
+// (sandbox.Idle). destroy is keepAlive's newer name; set one of them, or
+// both to the same value.
+type Idle struct {
+	Pause        Duration `yaml:"pause"`
+	Destroy      Duration `yaml:"destroy"`
+	ApprovalWait Duration `yaml:"approvalWait"`
+	line         int
+}
+
+// UnmarshalYAML decodes the section and keeps its line for later errors.
+func (i *Idle) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: lifecycle.idle must be a mapping such as {pause: 10m, destroy: 24h}", n.Line)
+	}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		switch k := n.Content[j]; k.Value {
+		case "pause", "destroy", "approvalWait":
+		default:
+			return fmt.Errorf("line %d: lifecycle.idle: unknown key %q (want pause, destroy or approvalWait)", k.Line, k.Value)
+		}
+	}
+	type plain Idle
+	var v plain
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	*i = Idle(v)
+	i.line = n.Line
+	return nil
 }
 
 // Find returns the config file to use: path when given (it must exist),

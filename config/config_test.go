@@ -28,7 +28,8 @@ workspace:
 policy:
   commands: {allow: [npm test], deny: ["rm -rf *"]}
   network: deny
-lifecycle: {reuse: none, snapshot: none, snapshotMaxAge: 24h, keepAlive: 30m, destroyOnComplete: true, keepBackground: true}
+lifecycle: {reuse: none, snapshot: none, snapshotMaxAge: 24h, keepAlive: 30m, destroyOnComplete: true, keepBackground: true,
+  idle: {pause: 10m, destroy: 30m, approvalWait: 72h}}
 `
 
 func TestFullConfig(t *testing.T) {
@@ -62,6 +63,9 @@ func TestFullConfig(t *testing.T) {
 	if lc.Reuse != sandbox.ReuseNone || lc.KeepAlive != 30*time.Minute || lc.SnapshotMaxAge != 24*time.Hour || !lc.DestroyOnComplete || !lc.KeepBackground {
 		t.Errorf("lifecycle = %+v", lc)
 	}
+	if lc.Idle != (sandbox.Idle{Pause: 10 * time.Minute, Destroy: 30 * time.Minute, ApprovalWait: 72 * time.Hour}) {
+		t.Errorf("lifecycle.idle = %+v", lc.Idle)
+	}
 }
 
 func TestEmptyConfigIsTheDefault(t *testing.T) {
@@ -87,6 +91,9 @@ func TestErrorsNameKeyAndLine(t *testing.T) {
 		{"unknown nested key", "workspace:\n  setup: [a]\n  sorce: {}\n", []string{"line 3", `unknown key "sorce"`}},
 		{"bad reuse", "lifecycle:\n  reuse: sometimes\n", []string{"line 2", "lifecycle.reuse", `"sometimes"`}},
 		{"bad duration", "lifecycle:\n  keepAlive: forever\n", []string{"line 2", `bad duration "forever"`}},
+		{"bad idle duration", "lifecycle:\n  idle:\n    pause: -5m\n", []string{"line 3", `bad duration "-5m"`}},
+		{"unknown idle key", "lifecycle:\n  idle:\n    pause: 5m\n    destory: 1h\n", []string{"line 4", "lifecycle.idle", `unknown key "destory"`}},
+		{"idle not a mapping", "lifecycle:\n  idle: 10m\n", []string{"line 2", "lifecycle.idle", "mapping"}},
 		{"bad decision", "policy:\n  network: maybe\n", []string{"line 2", `"maybe"`}},
 		{"bad depth", "workspace:\n  source: {git: x/y, depth: -3}\n", []string{"line 2", "source.depth"}},
 		{"bad setup", "workspace:\n  setup:\n    - {paralel: [a]}\n", []string{"line 3", `unknown key "paralel"`}},
@@ -127,6 +134,9 @@ func TestBuildErrors(t *testing.T) {
 		{"unknown token secret", "workspace:\n  source: {git: x/y, tokenSecret: NOPE}\n", []string{`unknown secret "NOPE"`}},
 		{"dash value", "workspace:\n  source: {git: --upload-pack=x}\n", []string{"starts with '-'"}},
 		{"unknown retention", "retention: forever\n", []string{`retention "forever"`, "all, sandbox or none"}},
+		{"idle pause after destroy", "lifecycle:\n  idle: {pause: 2h, destroy: 1h}\n", []string{"line 2", "idle.pause", "shorter"}},
+		{"idle destroy and keepAlive disagree", "lifecycle:\n  keepAlive: 30m\n  idle: {destroy: 1h}\n", []string{"line 3", "keepAlive", "idle.destroy"}},
+		{"idle pause after keepAlive", "lifecycle:\n  keepAlive: 30m\n  idle: {pause: 30m}\n", []string{"line 3", "idle.pause"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f, err := config.Parse([]byte(tt.yaml))

@@ -20,6 +20,10 @@ type ReapOptions struct {
 	MaxRuns int
 	// Budget bounds the time spent finalizing one run. Default 30s.
 	Budget time.Duration
+	// BeforeDestroy, when set, is called with an idle sandbox before the
+	// pass destroys it (Lifecycle.Idle.Destroy, KeepAlive): the place for a
+	// checkpoint. An error keeps the sandbox (counted in IdleHookFailed).
+	BeforeDestroy func(ctx context.Context, inst store.Instance, h sandbox.Handle) error
 }
 
 // Reap outcomes, per run.
@@ -36,7 +40,14 @@ const (
 type ReapReport struct {
 	Skipped bool        `json:"skipped,omitempty"` // another process is reaping
 	Runs    []ReapedRun `json:"runs"`
-	Idle    int         `json:"idleSandboxes"` // sandboxes destroyed for keep-alive
+	// Idle counts sandboxes destroyed for being idle (Lifecycle.Idle.Destroy
+	// or KeepAlive), IdlePaused those paused (Lifecycle.Idle.Pause).
+	Idle       int `json:"idleSandboxes"`
+	IdlePaused int `json:"idlePaused"`
+	// IdleHookFailed counts idle sandboxes kept because BeforeDestroy
+	// failed; IdleFailed those whose decision, pause or destroy failed.
+	IdleHookFailed int `json:"idleHookFailed,omitempty"`
+	IdleFailed     int `json:"idleFailed,omitempty"`
 	// Journals counts journals of finished runs deleted from long-lived
 	// sandboxes (each pass sweeps a few sandboxes, in turn).
 	Journals int `json:"journalsDeleted"`
@@ -64,8 +75,10 @@ func (rep ReapReport) Count(outcome string) int {
 
 // Reap runs one reaper pass: it finalizes runs nobody drives whose agent
 // has exited, cancels runs nobody watched for longer than the TTL, leaves
-// runs that are still starting or producing alone, and destroys sandboxes
-// idle longer than their definition's keep-alive. One pass at a time runs
+// runs that are still starting or producing alone, and pauses and destroys
+// sandboxes idle longer than their definition's idle times (DecideIdle:
+// idle counts from the end of the thread's last run; a live run or an
+// unanswered approval keeps the sandbox). One pass at a time runs
 // across every process sharing the store; a failure on one run never stops
 // the pass, and each pass does bounded work.
 func (r *Runner) Reap(ctx context.Context, opts ReapOptions) (rep ReapReport, err error) {
@@ -93,14 +106,28 @@ func (r *Runner) Reap(ctx context.Context, opts ReapOptions) (rep ReapReport, er
 		rep.Runs = append(rep.Runs, r.reapOne(ctx, run, now, opts))
 	}
 	for _, def := range r.defs {
-		n, err := r.ensure.ReapIdle(ctx, def, opts.MaxRuns, func(ctx context.Context, inst store.Instance) bool {
-			active, ok, err := r.store.ActiveRun(ctx, inst.ThreadID, inst.Tenant)
-			return err != nil || (ok && active.SandboxKey == inst.Key)
+		irep, err := r.ensure.ReapIdle(ctx, def, ensure.IdleOptions{
+			Limit:         opts.MaxRuns,
+			Now:           now,
+			BeforeDestroy: opts.BeforeDestroy,
+			Decide: func(ctx context.Context, st ensure.IdleState) (ensure.IdleAction, error) {
+				d, err := r.decideIdle(ctx, def, now, st)
+				if err != nil {
+					return ensure.IdleKeep, err
+				}
+				if d.Action != ensure.IdleKeep {
+					r.log.Info("run: idle sandbox", "action", d.Action, "key", st.Instance.Key, "why", d.Reason, "since", d.IdleSince)
+				}
+				return d.Action, nil
+			},
 		})
 		if err != nil {
-			r.log.Warn("run: keep-alive reaping failed", "definition", def.ID, "err", err)
+			r.log.Warn("run: idle reaping failed", "definition", def.ID, "err", err)
 		}
-		rep.Idle += n
+		rep.Idle += irep.Destroyed
+		rep.IdlePaused += irep.Paused
+		rep.IdleHookFailed += irep.HookFailed
+		rep.IdleFailed += irep.Failed
 	}
 	rep.Journals = r.sweepJournals(ctx, 5)
 	return rep, nil
@@ -124,6 +151,13 @@ func (r *Runner) sweepJournals(ctx context.Context, n int) int {
 		def, ok := r.defs[inst.DefinitionID]
 		if !ok || inst.ProviderSandboxID == "" || def.Provider.Name() != inst.Provider {
 			continue
+		}
+		// Resume would start a paused sandbox again: leave it paused.
+		var pr sandbox.PauseReporter
+		if sandbox.ProviderAs(def.Provider, &pr) {
+			if paused, err := pr.Paused(ctx, inst.ProviderSandboxID); err != nil || paused {
+				continue
+			}
 		}
 		h, err := def.Provider.Resume(ctx, inst.ProviderSandboxID)
 		if err != nil {

@@ -68,8 +68,13 @@ type Lifecycle struct {
 	DestroyOnComplete bool
 	// KeepAlive, when positive, is the idle time after which the reaper
 	// destroys the sandbox (its record stays, so the next ensure restores
-	// the latest snapshot or creates anew).
+	// the latest snapshot or creates anew). It is the older name of
+	// Idle.Destroy: set either, or both to the same value; two different
+	// values are refused. IdleTimes resolves them.
 	KeepAlive time.Duration
+	// Idle says when an idle sandbox is paused and when it is destroyed
+	// (see Idle for what idle means).
+	Idle Idle
 	// KeepBackground keeps the processes a run's agent leaves running when
 	// it exits (a dev server for the thread's next run). By default nothing
 	// a run started outlives it. A cancel kills them either way. A kept
@@ -77,6 +82,42 @@ type Lifecycle struct {
 	// it): such output follows the run's exit line, and the run then reads
 	// as lost.
 	KeepBackground bool
+}
+
+// Idle is the idle policy of a definition's sandboxes. A sandbox is idle
+// from the end (FinishedAt) of the last run of its thread that used it; a
+// sandbox with a live run (running, attached or detached) is not idle at
+// all, nor is one whose last run ended with an approval request nobody has
+// answered yet (the thread's next run answers it), until ApprovalWait has
+// passed. Every field is optional; zero turns that step off.
+type Idle struct {
+	// Pause, when positive, is the idle time after which the sandbox is
+	// paused where its provider can pause (sandbox.Pauser): it stops
+	// costing compute, keeps its files, and the thread's next ensure
+	// starts it again. Providers that cannot pause skip this step. It must
+	// be shorter than Destroy when both are set.
+	Pause time.Duration
+	// Destroy, when positive, is the idle time after which the sandbox is
+	// destroyed (paused or not); its record stays, so the thread's next
+	// ensure restores its latest snapshot or creates anew. Lifecycle's
+	// KeepAlive is the same setting under its older name.
+	Destroy time.Duration
+	// ApprovalWait caps how long an unanswered approval request of the
+	// last run holds the sandbox: past it, idle counts from the end of the
+	// wait. Zero waits without a cap: an agent that asks and never gets an
+	// answer then holds its sandbox until the thread's next run, so set a
+	// cap where threads may be abandoned.
+	ApprovalWait time.Duration
+}
+
+// IdleTimes returns the effective idle pause and destroy times: Idle.Pause,
+// and Idle.Destroy or, when that is zero, KeepAlive. Zero means never.
+func (l Lifecycle) IdleTimes() (pause, destroy time.Duration) {
+	destroy = l.Idle.Destroy
+	if destroy == 0 {
+		destroy = l.KeepAlive
+	}
+	return l.Idle.Pause, destroy
 }
 
 // SnapshotModeFor resolves the empty mode against the provider's
@@ -103,8 +144,14 @@ func (l Lifecycle) Validate() error {
 	default:
 		return Errorf(InvalidArgument, "lifecycle", "snapshot", "%q is not after-setup, after-run or none", l.Snapshot)
 	}
-	if l.SnapshotMaxAge < 0 || l.KeepAlive < 0 {
+	if l.SnapshotMaxAge < 0 || l.KeepAlive < 0 || l.Idle.Pause < 0 || l.Idle.Destroy < 0 || l.Idle.ApprovalWait < 0 {
 		return Errorf(InvalidArgument, "lifecycle", "", "durations must not be negative")
+	}
+	if l.KeepAlive > 0 && l.Idle.Destroy > 0 && l.KeepAlive != l.Idle.Destroy {
+		return Errorf(InvalidArgument, "lifecycle", "idle.destroy", "keepAlive %s and idle.destroy %s disagree: keepAlive is the older name of idle.destroy, set one", l.KeepAlive, l.Idle.Destroy)
+	}
+	if pause, destroy := l.IdleTimes(); pause > 0 && destroy > 0 && pause >= destroy {
+		return Errorf(InvalidArgument, "lifecycle", "idle.pause", "idle.pause %s must be shorter than the destroy time %s", pause, destroy)
 	}
 	return nil
 }

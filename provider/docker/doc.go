@@ -36,7 +36,12 @@
 // digest of it; the ID itself is kept in the LabelKey label) and labelled
 // as corral's (LabelManaged and the other Label constants). Resume finds a
 // sandbox by that name, its container id or the original ID, and starts
-// it if it was stopped. Containers run a small sleep loop under Docker's
+// it if it was stopped (or unpauses it if it was frozen by docker pause).
+// The handle is a sandbox.Pauser: Pause is docker stop (the container
+// kept, its processes ended), and the provider a sandbox.PauseReporter
+// (Paused inspects without starting), so the idle reaper's pause
+// (lifecycle idle.pause) stops a container and the thread's next ensure
+// starts it again with its files. Containers run a small sleep loop under Docker's
 // init (Init: true, so orphaned grandchildren are reaped), with
 // no-new-privileges, resource limits (below) and no host mounts. CreateOptions.Network set to deny gives the container
 // no network at all (NetworkMode "none", only lo). Options.Ports are

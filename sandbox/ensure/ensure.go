@@ -413,55 +413,6 @@ func (m *Manager) deleteSnapshot(ctx context.Context, p sandbox.Provider, key, i
 	}
 }
 
-// ReapIdle enforces Lifecycle.KeepAlive for def: every instance of def
-// whose record was last used more than KeepAlive ago, and that busy does
-// not report as in use, has its sandbox destroyed. The record stays, with
-// its snapshot, so the thread's next ensure restores or recreates. At most
-// limit instances are handled per call; the number reaped is returned.
-func (m *Manager) ReapIdle(ctx context.Context, def *sandbox.Definition, limit int, busy func(context.Context, store.Instance) bool) (int, error) {
-	keep := def.Lifecycle.KeepAlive
-	if keep <= 0 {
-		return 0, nil
-	}
-	list, err := m.Instances.ListInstances(ctx, store.InstanceFilter{
-		Provider:      def.Provider.Name(),
-		UpdatedBefore: m.now().Add(-keep),
-		Limit:         limit,
-	})
-	if err != nil {
-		return 0, err
-	}
-	reaped := 0
-	for _, inst := range list {
-		if inst.DefinitionID != def.ID || inst.ProviderSandboxID == "" || (busy != nil && busy(ctx, inst)) {
-			continue
-		}
-		if err := m.reapOne(ctx, def, inst); err != nil {
-			m.log().Warn("ensure: reaping an idle sandbox failed", "key", inst.Key, "err", err)
-			continue
-		}
-		reaped++
-	}
-	return reaped, nil
-}
-
-func (m *Manager) reapOne(ctx context.Context, def *sandbox.Definition, inst store.Instance) error {
-	lease, ok, err := m.Locker.TryLock(ctx, "sandbox:"+inst.Key, 30*time.Second)
-	if err != nil || !ok {
-		return err // busy: someone is ensuring it right now
-	}
-	defer release(lease)
-	cur, found, err := m.Instances.GetInstance(ctx, inst.Key)
-	if err != nil || !found || !cur.UpdatedAt.Equal(inst.UpdatedAt) {
-		return err // used meanwhile
-	}
-	if err := def.Provider.Destroy(ctx, cur.ProviderSandboxID); err != nil {
-		return err
-	}
-	cur.ProviderSandboxID = ""
-	return m.Instances.PutInstance(ctx, cur)
-}
-
 func (m *Manager) destroyHandle(ctx context.Context, h sandbox.Handle) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()

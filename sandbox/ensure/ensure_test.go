@@ -401,9 +401,16 @@ func TestReapIdle(t *testing.T) {
 	now = now.Add(5 * time.Minute)
 	fresh, _ := m.Ensure(ctx, def, ensure.Request{Thread: "fresh"})
 	now = now.Add(6 * time.Minute)
-	n, err := m.ReapIdle(ctx, def, 100, func(_ context.Context, inst store.Instance) bool { return inst.LatestRunID == "running-run" })
-	if err != nil || n != 1 {
-		t.Fatalf("reaped %d, %v; want 1", n, err)
+	var seen []string
+	rep, err := m.ReapIdle(ctx, def, ensure.IdleOptions{Limit: 100, Decide: func(_ context.Context, st ensure.IdleState) (ensure.IdleAction, error) {
+		seen = append(seen, st.Instance.ThreadID)
+		if st.Instance.LatestRunID == "running-run" {
+			return ensure.IdleKeep, nil
+		}
+		return ensure.IdleDestroy, nil
+	}})
+	if err != nil || rep.Destroyed != 1 || len(seen) != 2 {
+		t.Fatalf("reaped %+v, %v, asked about %v; want 1 destroyed of idle and busy (fresh is not idle long enough)", rep, err, seen)
 	}
 	if _, err := os.Stat(idle.Handle.ID()); !os.IsNotExist(err) {
 		t.Error("the idle sandbox survived")

@@ -71,5 +71,8 @@ func ReadBlob(ctx context.Context, op, digest string, r io.Reader, size int64) (
 	if err := v.Check(op, digest, size); err != nil {
 		return nil, err
 	}
+	if buf.Len() == 0 {
+		return []byte{}, nil // an empty blob is still a value (NOT NULL columns)
+	}
 	return buf.Bytes(), nil
 }

@@ -3,6 +3,8 @@ package storeutil
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"path"
 	"slices"
 	"strings"
@@ -443,4 +445,55 @@ func BlobLimit(op string, limit int) (int, error) {
 		limit = DefaultBlobPage
 	}
 	return limit, nil
+}
+
+// CheckpointColumns are the checkpoint table's columns ScanCheckpoint reads
+// and CheckpointValues gives, in order. entries holds the entries as a JSON
+// array, so that listing a thread reads one row per checkpoint.
+const CheckpointColumns = `tenant, thread_id, id, parent, created_at, reason, label, source_run_id, source_thread_id, source_checkpoint_id, conversation, bytes, entries`
+
+// CheckpointValues are the values of CheckpointColumns for an INSERT.
+func CheckpointValues(cp store.Checkpoint) ([]any, error) {
+	entries, err := json.Marshal(cp.Entries)
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.Internal, OpAppendCheckpoint, cp.ThreadID+"/"+cp.ID, err)
+	}
+	return []any{cp.Tenant, cp.ThreadID, cp.ID, NullString(cp.Parent), MS(cp.CreatedAt), string(cp.Reason),
+		NullString(cp.Label), NullString(cp.SourceRunID), NullString(cp.SourceThreadID),
+		NullString(cp.SourceCheckpointID), NullString(cp.Conversation), cp.Bytes, string(entries)}, nil
+}
+
+// ScanCheckpoint reads a row of CheckpointColumns.
+func ScanCheckpoint(scan func(dest ...any) error) (store.Checkpoint, error) {
+	var (
+		cp                                         store.Checkpoint
+		reason, entries                            string
+		parent, label, runID, srcThread, srcID, cv *string
+		created                                    int64
+	)
+	if err := scan(&cp.Tenant, &cp.ThreadID, &cp.ID, &parent, &created, &reason, &label, &runID,
+		&srcThread, &srcID, &cv, &cp.Bytes, &entries); err != nil {
+		return store.Checkpoint{}, err
+	}
+	if err := json.Unmarshal([]byte(entries), &cp.Entries); err != nil {
+		return store.Checkpoint{}, fmt.Errorf("checkpoint %s/%s: stored entries: %w", cp.ThreadID, cp.ID, err)
+	}
+	if cp.Entries == nil {
+		cp.Entries = []store.Entry{}
+	}
+	cp.Parent = StringFromNull(parent)
+	cp.CreatedAt = FromMS(created)
+	cp.Reason = store.CheckpointReason(reason)
+	cp.Label = StringFromNull(label)
+	cp.SourceRunID = StringFromNull(runID)
+	cp.SourceThreadID = StringFromNull(srcThread)
+	cp.SourceCheckpointID = StringFromNull(srcID)
+	cp.Conversation = StringFromNull(cv)
+	return cp, nil
+}
+
+// ScanWriter reads a thread row's writer columns (token, fence, expires_at
+// in epoch milliseconds or NULL).
+func ScanWriter(token *string, fence int64, expires *int64) WriterRow {
+	return WriterRow{Token: StringFromNull(token), Fence: fence, Expires: TimeFromNull(expires)}
 }

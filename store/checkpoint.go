@@ -73,7 +73,8 @@ type Entry struct {
 	// Size is the file's length in bytes; files only.
 	Size int64 `json:"size,omitempty"`
 	// Mode holds the file's permission bits as captured, limited to 0644 or
-	// 0755 (executable or not); 0 means 0644. Files only.
+	// 0755 (executable or not); 0 means 0644. Files only: a dir or symlink
+	// carries no Blob, Size or Mode.
 	Mode uint32 `json:"mode,omitempty"`
 	// Target is a symlink's target; symlinks only.
 	Target string `json:"target,omitempty"`
@@ -133,7 +134,7 @@ func (c Checkpoint) Blobs() []string {
 }
 
 // WriterLease is the right to publish checkpoints for one thread. It expires
-// unless renewed; an expired lease can be taken over by another writer, and
+// unless renewed (by the store's clock, compared in milliseconds); an expired lease can be taken over by another writer, and
 // the store then refuses every write of the old one (its Fence is lower).
 type WriterLease struct {
 	// Tenant and ThreadID name the thread.
@@ -200,7 +201,9 @@ type CheckpointStore interface {
 	// (else ErrParentMismatch). An existing id is AlreadyExists; a malformed
 	// checkpoint (paths, kinds, digests, sizes, reason) is InvalidArgument.
 	// Every blob it references must already be in the blob store the caller
-	// uses; the store counts one reference per distinct digest.
+	// uses; the store counts one reference per distinct digest. The stored
+	// (and returned) checkpoint has its entries sorted by path bytes, Bytes
+	// set to the sum of the files' sizes and CreatedAt in milliseconds, UTC.
 	AppendCheckpoint(ctx context.Context, cp Checkpoint, expectedHead string, w WriterLease) (Checkpoint, error)
 	// GetCheckpoint returns one checkpoint of the thread; NotFound if absent.
 	GetCheckpoint(ctx context.Context, tenant, threadID, id string) (Checkpoint, error)
@@ -215,8 +218,10 @@ type CheckpointStore interface {
 	// is "" or no longer stored.
 	DeleteHead(ctx context.Context, tenant, threadID, id string, w WriterLease) error
 	// PruneCheckpoints deletes the thread's checkpoints that are neither the
-	// head nor among the keep newest, and those created before olderThan
-	// (zero = no age rule) unless it is the head, under w. Children of a
+	// head nor among the keep newest (0 = no count rule; negative is
+	// InvalidArgument), and those created before olderThan (zero = no age
+	// rule) unless it is the head, under w. With neither rule it deletes
+	// nothing; keep 1 keeps the head and the newest. Children of a
 	// deleted checkpoint keep their Parent id (a dangling parent is allowed).
 	// It returns the number deleted.
 	PruneCheckpoints(ctx context.Context, tenant, threadID string, keep int, olderThan time.Time, w WriterLease) (int, error)
@@ -237,8 +242,11 @@ type CheckpointStore interface {
 // lowercase hex SHA-256 of its bytes, once, however many checkpoints share
 // it.
 type BlobStore interface {
-	// PutBlob stores data under digest. The store verifies the digest
-	// (ErrBlobDigest, InvalidArgument); putting a blob it has is a no-op.
+	// PutBlob stores data under digest. size is the number of bytes data
+	// holds, or negative when unknown. The store verifies the digest and a
+	// known size (ErrBlobDigest, InvalidArgument) and stores nothing when
+	// they do not match; putting a blob it has is a no-op (the bytes are
+	// still verified).
 	PutBlob(ctx context.Context, digest string, data io.Reader, size int64) error
 	// HasBlob reports whether the blob is stored.
 	HasBlob(ctx context.Context, digest string) (bool, error)
@@ -247,8 +255,10 @@ type BlobStore interface {
 	OpenBlob(ctx context.Context, digest string) (io.ReadCloser, error)
 	// DeleteBlob removes the blob; deleting an absent blob is not an error.
 	DeleteBlob(ctx context.Context, digest string) error
-	// ListBlobs returns up to limit digests in ascending order after the
-	// opaque cursor ("" = from the start), and the cursor for the next page
-	// ("" when there is none).
+	// ListBlobs returns up to limit digests (0 = a default page of 1000) in
+	// ascending order after the opaque cursor ("" = from the start), and the
+	// cursor for the next page ("" when there is none). A page may hold
+	// fewer than limit digests, even none, and still have a next cursor; a
+	// malformed cursor is InvalidArgument.
 	ListBlobs(ctx context.Context, cursor string, limit int) ([]string, string, error)
 }

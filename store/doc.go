@@ -2,7 +2,7 @@
 // sandboxes and agent runs alive across host crashes and let several corral
 // processes, on several machines, share one database.
 //
-// Four contracts make up a [Store]:
+// Six contracts make up a [Store]:
 //
 //   - [InstanceStore] maps a sandbox key to the provider sandbox to resume
 //     (its id, latest snapshot, thread and run). A put is a full replace.
@@ -15,6 +15,12 @@
 //   - [EventLog] keeps each run's delivered events with dense 1-based
 //     sequence numbers. Appends are fenced by the run's DriverEpoch in the
 //     same transaction, so a superseded writer can never add to the log.
+//   - [CheckpointStore] keeps each thread's portable snapshots (checkpoints),
+//     its head and its writer lease; every publishing write is fenced by
+//     the lease in its own transaction, and blob references are counted.
+//   - [BlobStore] keeps the content-addressed blobs checkpoints name. The
+//     database stores keep them in a table; store/blobstore keeps them in
+//     any gocloud.dev/blob bucket (a directory, S3, GCS, Azure).
 //
 // This package holds interfaces and small shared types only; it imports no
 // database driver. The implementations are store/memstore (in process),

@@ -2,15 +2,19 @@ package store
 
 import "time"
 
-// Store bundles the four contracts that one database provides. The event log
+// Store bundles the contracts that one database provides. The event log
 // and the run records must live in the same database: an append is fenced by
-// the run's DriverEpoch in the same transaction.
+// the run's DriverEpoch in the same transaction. The checkpoints live there
+// too (a fork checks the destination's runs in its transaction); the blobs
+// may live there or in a BlobStore of their own (store/blobstore).
 type Store interface {
 	InstanceStore
 	Locker
 	RunStore
 	EventLog
 	Forgetter
+	CheckpointStore
+	BlobStore
 	// Close releases the leases this store still holds (best effort), stops
 	// their renewal and closes the connections. The store is unusable after.
 	Close() error

@@ -26,8 +26,9 @@ import (
 type Options struct {
 	// Logger receives lease warnings; nil discards them.
 	Logger *slog.Logger
-	// Now replaces the wall clock for record timestamps (not for lease
-	// expiry, which uses the monotonic clock); nil means time.Now.
+	// Now replaces the wall clock for record timestamps and for the expiry
+	// of checkpoint writer leases (not for Locker leases, which use the
+	// monotonic clock); nil means time.Now.
 	Now func() time.Time
 }
 
@@ -41,6 +42,7 @@ type Store struct {
 	instances map[string]store.Instance
 	runs      map[string]*runEntry
 	locks     map[string]*lockEntry
+	ck        ckState // checkpoints, writer leases and blobs (checkpoints.go)
 
 	leases lease.Registry
 }
@@ -72,6 +74,7 @@ func New(opts Options) *Store {
 		instances: make(map[string]store.Instance),
 		runs:      make(map[string]*runEntry),
 		locks:     make(map[string]*lockEntry),
+		ck:        newCkState(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -60,6 +60,11 @@ type Options struct {
 	// MaxConns caps the pool; 0 means the URL's pool_max_conns, or
 	// DefaultMaxConns without one.
 	MaxConns int32
+	// Now is the clock by which checkpoint writer leases expire and
+	// checkpoints without a CreatedAt are stamped; nil means the
+	// database's clock for leases (as for the Locker) and this machine's
+	// for the stamps.
+	Now func() time.Time
 }
 
 // DefaultMaxConns is the pool's cap when neither Options.MaxConns nor the
@@ -74,8 +79,9 @@ type Store struct {
 	pool    *pgxpool.Pool
 	log     *slog.Logger
 	schema  string
-	target  string   // the redacted URL, for messages
-	secrets []string // the URL's passwords, scrubbed from every error
+	target  string           // the redacted URL, for messages
+	secrets []string         // the URL's passwords, scrubbed from every error
+	clock   func() time.Time // Options.Now; nil = the database's clock
 	leases  lease.Registry
 	closed  atomic.Bool
 }
@@ -113,7 +119,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, redact.Error(wrapErr(ctx, op, target, err), secrets)
 	}
-	s := &Store{pool: pool, log: log, schema: opts.Schema, target: target, secrets: secrets}
+	s := &Store{pool: pool, log: log, schema: opts.Schema, target: target, secrets: secrets, clock: opts.Now}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, s.wrap(ctx, op, target, err)

@@ -59,6 +59,17 @@ func TestConformance(t *testing.T) {
 				ChildSpec: string(spec),
 			}
 		},
+		NewWithClock: func(t *testing.T, now func() time.Time) storetest.Backend {
+			schema := freshSchema(t, url)
+			o := func(t *testing.T) store.Store {
+				s, err := pgstore.Open(t.Context(), url, pgstore.Options{Schema: schema, Now: now})
+				if err != nil {
+					t.Fatalf("Open: %v", err)
+				}
+				return s
+			}
+			return storetest.Backend{Store: o(t), Reopen: o}
+		},
 	})
 }
 

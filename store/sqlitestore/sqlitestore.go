@@ -64,6 +64,10 @@ type Options struct {
 	// loses nothing). "normal" makes each COMMIT far cheaper, which is
 	// what bounds the embedded store's writes per second.
 	Synchronous string
+	// Now is the clock by which checkpoint writer leases expire and
+	// checkpoints without a CreatedAt are stamped; nil means time.Now.
+	// Every handle on one file should use the same clock.
+	Now func() time.Time
 }
 
 // Store is a store.Store on one SQLite file.
@@ -73,6 +77,7 @@ type Store struct {
 	r      readStmts // rdb's prepared statements
 	path   string
 	log    *slog.Logger
+	clock  func() time.Time // Options.Now; nil = time.Now
 	leases lease.Registry
 	closed atomic.Bool
 
@@ -142,7 +147,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	s := &Store{db: db, path: abs, log: log}
+	s := &Store{db: db, path: abs, log: log, clock: opts.Now}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

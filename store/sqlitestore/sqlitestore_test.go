@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
@@ -42,6 +43,17 @@ func TestConformance(t *testing.T) {
 				Reopen:    func(t *testing.T) store.Store { return open(t, path) },
 				ChildSpec: path,
 			}
+		},
+		NewWithClock: func(t *testing.T, now func() time.Time) storetest.Backend {
+			path := filepath.Join(t.TempDir(), "corral.db")
+			o := func(t *testing.T) *sqlitestore.Store {
+				s, err := sqlitestore.Open(t.Context(), path, sqlitestore.Options{Now: now})
+				if err != nil {
+					t.Fatalf("Open %s: %v", path, err)
+				}
+				return s
+			}
+			return storetest.Backend{Store: o(t), Reopen: func(t *testing.T) store.Store { return o(t) }, ChildSpec: path}
 		},
 	})
 }

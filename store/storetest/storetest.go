@@ -2,11 +2,12 @@
 // passes: the same cases run against memstore, sqlitestore and pgstore.
 //
 // An implementation's test calls Run (or one of RunInstanceStore, RunLocker,
-// RunRunStore, RunEventLog) with a Harness that opens a fresh, empty store
+// RunRunStore, RunEventLog, RunCheckpointStore) with a Harness that opens a fresh, empty store
 // per test. The cross-process lock cases re-execute the test binary as a
 // child that holds a lock; for them the test package's TestMain must call
 // Main, and the Backend must say how a child reaches the same database
-// (ChildSpec).
+// (ChildSpec). RunBlobStore checks any store.BlobStore on its own (the
+// gocloud-backed store/blobstore runs it too).
 package storetest
 
 import (
@@ -24,6 +25,10 @@ type Harness struct {
 	// New opens a fresh, empty store for one test and returns it with the
 	// ways to reach its database from elsewhere. The suite closes the store.
 	New func(t *testing.T) Backend
+	// NewWithClock, when set, opens a fresh, empty store whose checkpoint
+	// writer leases expire by now instead of the wall clock; the lease
+	// expiry cases skip without it.
+	NewWithClock func(t *testing.T, now func() time.Time) Backend
 }
 
 // Backend is one fresh store and how to reach its database again.
@@ -45,14 +50,18 @@ type Backend struct {
 	NoChildReason string
 }
 
-// Run runs the whole suite: instances, locker, runs, the event log and
-// retention.
+// Run runs the whole suite: instances, locker, runs, the event log,
+// retention, the checkpoints and the store's own blobs.
 func Run(t *testing.T, h Harness) {
 	t.Run("Instances", func(t *testing.T) { RunInstanceStore(t, h) })
 	t.Run("Locker", func(t *testing.T) { RunLocker(t, h) })
 	t.Run("Runs", func(t *testing.T) { RunRunStore(t, h) })
 	t.Run("Events", func(t *testing.T) { RunEventLog(t, h) })
 	t.Run("Retention", func(t *testing.T) { RunForgetter(t, h) })
+	t.Run("Checkpoints", func(t *testing.T) { RunCheckpointStore(t, h) })
+	t.Run("Blobs", func(t *testing.T) {
+		RunBlobStore(t, func(t *testing.T) store.BlobStore { return h.open(t).Store })
+	})
 }
 
 // open makes a fresh backend and registers its closing.

@@ -115,6 +115,7 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 			ApprovalWait: timeOf(f.Lifecycle.Idle.ApprovalWait),
 		},
 		KeepBackground: f.Lifecycle.KeepBackground,
+		Checkpoint:     sandbox.CheckpointMode(f.Lifecycle.Checkpoint),
 	}
 	if err := def.Lifecycle.Validate(); err != nil && f.Lifecycle.Idle.line > 0 {
 		return nil, fail("line %d: %v", f.Lifecycle.Idle.line, err)

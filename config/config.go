@@ -186,6 +186,7 @@ type Lifecycle struct {
 	KeepAlive         Duration     `yaml:"keepAlive"`
 	Idle              Idle         `yaml:"idle"`
 	KeepBackground    bool         `yaml:"keepBackground"`
+	Checkpoint        string       `yaml:"checkpoint"`
 }
 
 // Idle is lifecycle.idle: when an idle sandbox is paused and destroyed

@@ -227,6 +227,12 @@ func (d *driver) afterRun(ctx context.Context, status store.RunStatus) {
 	}
 	req := ensure.Request{Thread: d.run.ThreadID, Run: d.run.ID, Tenant: d.run.Tenant}
 	lc := d.def.Lifecycle
+	if lc.Checkpoint == sandbox.CheckpointAfterRun && (status == store.RunCompleted || status == store.RunFailed) {
+		if _, err := d.r.capture(ctx, d.def, d.handle, SaveCheckpoint{Tenant: d.run.Tenant, Thread: d.run.ThreadID,
+			Reason: store.CheckpointAutomatic, SourceRun: d.run.ID}, d.run.Retention); err != nil {
+			d.r.log.Warn("run: the checkpoint after the run failed; the sandbox is kept or destroyed as its lifecycle says", "run", d.run.ID, "err", err)
+		}
+	}
 	// A cancelled run keeps its sandbox where the agent could be killed:
 	// the thread's work is in it. (Where it could not, the cancel already
 	// destroyed it.)

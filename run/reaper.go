@@ -21,8 +21,10 @@ type ReapOptions struct {
 	// Budget bounds the time spent finalizing one run. Default 30s.
 	Budget time.Duration
 	// BeforeDestroy, when set, is called with an idle sandbox before the
-	// pass destroys it (Lifecycle.Idle.Destroy, KeepAlive): the place for a
-	// checkpoint. An error keeps the sandbox (counted in IdleHookFailed).
+	// pass destroys it (Lifecycle.Idle.Destroy, KeepAlive). By default the
+	// pass captures a checkpoint of the thread (reason before-destroy) so
+	// the thread comes back from it. An error keeps the sandbox (counted in
+	// IdleHookFailed).
 	BeforeDestroy func(ctx context.Context, inst store.Instance, h sandbox.Handle) error
 }
 
@@ -109,7 +111,7 @@ func (r *Runner) Reap(ctx context.Context, opts ReapOptions) (rep ReapReport, er
 		irep, err := r.ensure.ReapIdle(ctx, def, ensure.IdleOptions{
 			Limit:         opts.MaxRuns,
 			Now:           now,
-			BeforeDestroy: opts.BeforeDestroy,
+			BeforeDestroy: r.beforeDestroy(def, opts.BeforeDestroy),
 			Decide: func(ctx context.Context, st ensure.IdleState) (ensure.IdleAction, error) {
 				d, err := r.decideIdle(ctx, def, now, st)
 				if err != nil {

@@ -107,6 +107,9 @@ type Options struct {
 	// store.Retention); a definition or a request may ask for less, never
 	// for more. Default all.
 	Retention store.Retention
+	// Blobs keeps the files of checkpoints; default the store itself (the
+	// SQL stores keep blobs in a table). store/blobstore opens a bucket.
+	Blobs store.BlobStore
 	// Now returns the time. Default time.Now.
 	Now func() time.Time
 }
@@ -167,6 +170,7 @@ func New(st store.Store, defs []*sandbox.Definition, harnesses []harness.Harness
 		r.harnesses[h.Name()] = h
 	}
 	r.ensure = &ensure.Manager{Instances: st, Locker: st, Logger: opts.Logger}
+	r.ensure.Checkpoint = r.restoreHead
 	return r, nil
 }
 

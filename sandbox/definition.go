@@ -82,7 +82,24 @@ type Lifecycle struct {
 	// it): such output follows the run's exit line, and the run then reads
 	// as lost.
 	KeepBackground bool
+	// Checkpoint is when corral takes a portable checkpoint of the thread's
+	// workspace into its store (besides the one taken before an idle
+	// sandbox is destroyed): "after-run" after every run that completes or
+	// fails, "" never.
+	Checkpoint CheckpointMode
 }
+
+// CheckpointMode says when a checkpoint is taken automatically.
+type CheckpointMode string
+
+// Checkpoint modes.
+const (
+	// CheckpointNever (the default) takes one only before an idle sandbox
+	// is destroyed, and when asked.
+	CheckpointNever CheckpointMode = ""
+	// CheckpointAfterRun takes one after every run that completes or fails.
+	CheckpointAfterRun CheckpointMode = "after-run"
+)
 
 // Idle is the idle policy of a definition's sandboxes. A sandbox is idle
 // from the end (FinishedAt) of the last run of its thread that used it; a
@@ -143,6 +160,11 @@ func (l Lifecycle) Validate() error {
 	case "", SnapshotAfterSetup, SnapshotAfterRun, SnapshotNone:
 	default:
 		return Errorf(InvalidArgument, "lifecycle", "snapshot", "%q is not after-setup, after-run or none", l.Snapshot)
+	}
+	switch l.Checkpoint {
+	case CheckpointNever, CheckpointAfterRun:
+	default:
+		return Errorf(InvalidArgument, "lifecycle", "checkpoint", "%q is not after-run (or empty)", l.Checkpoint)
 	}
 	if l.SnapshotMaxAge < 0 || l.KeepAlive < 0 || l.Idle.Pause < 0 || l.Idle.Destroy < 0 || l.Idle.ApprovalWait < 0 {
 		return Errorf(InvalidArgument, "lifecycle", "", "durations must not be negative")

@@ -45,7 +45,7 @@ Docker containers, cloud sandboxes) behind one contract.`,
 		SilenceErrors: true,
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
-	root.AddCommand(newVersionCmd(), newProvidersCmd(), newExecCmd(), newUpCmd(), newDownCmd(), newRunCmd(), newAttachCmd(), newPsCmd(), newLogsCmd(), newCancelCmd(), newAnswerCmd(), newReapCmd(), newSandboxCmd(), newServeCmd())
+	root.AddCommand(newVersionCmd(), newProvidersCmd(), newExecCmd(), newUpCmd(), newDownCmd(), newRunCmd(), newAttachCmd(), newPsCmd(), newLogsCmd(), newCancelCmd(), newAnswerCmd(), newReapCmd(), newSandboxCmd(), newCheckpointCmd(), newServeCmd())
 	return root
 }
 

@@ -23,6 +23,9 @@ const (
 	Created  Outcome = "created"
 	Resumed  Outcome = "resumed"
 	Restored Outcome = "restored"
+	// FromCheckpoint: created afresh and given the thread's head
+	// checkpoint (Manager.Checkpoint).
+	FromCheckpoint Outcome = "checkpoint"
 )
 
 // Manager ensures and destroys sandbox instances, keeping their records in
@@ -45,6 +48,13 @@ type Manager struct {
 	// OnStep, when set, is told of each setup step while a sandbox is
 	// bootstrapped.
 	OnStep func(bootstrap.StepEvent)
+	// Checkpoint, when set, is the step between a native snapshot and a
+	// bare bootstrap: a sandbox created afresh (no live sandbox, no
+	// snapshot to restore) is handed to it after bootstrap, and it restores
+	// the thread's head checkpoint into it (true) or finds none (false). An
+	// error destroys the new sandbox and fails the ensure: a thread that
+	// has a checkpoint never comes back silently empty.
+	Checkpoint func(ctx context.Context, def *sandbox.Definition, req Request, h sandbox.Handle) (bool, error)
 	// Now returns the time; default time.Now.
 	Now func() time.Time
 }
@@ -61,7 +71,7 @@ type Result struct {
 	Handle    sandbox.Handle
 	Key       string
 	Outcome   Outcome
-	Bootstrap bootstrap.Result // what bootstrap did, when Outcome is Created
+	Bootstrap bootstrap.Result // what bootstrap did, when Outcome is Created or FromCheckpoint
 }
 
 func (m *Manager) log() *slog.Logger {
@@ -213,6 +223,17 @@ func (m *Manager) create(ctx context.Context, def *sandbox.Definition, req Reque
 		m.destroyHandle(ctx, h)
 		return Result{}, err
 	}
+	outcome := Created
+	if m.Checkpoint != nil {
+		restored, err := m.Checkpoint(ctx, def, req, h)
+		if err != nil {
+			m.destroyHandle(ctx, h)
+			return Result{}, sandbox.Wrap(sandbox.CodeOf(err), "ensure.checkpoint", key, err)
+		}
+		if restored {
+			outcome = FromCheckpoint
+		}
+	}
 	rec := store.Instance{
 		Key:               key,
 		Provider:          p.Name(),
@@ -237,7 +258,7 @@ func (m *Manager) create(ctx context.Context, def *sandbox.Definition, req Reque
 		m.destroyHandle(ctx, h)
 		return Result{}, err
 	}
-	return Result{Handle: h, Key: key, Outcome: Created, Bootstrap: bres}, nil
+	return Result{Handle: h, Key: key, Outcome: outcome, Bootstrap: bres}, nil
 }
 
 func (m *Manager) createOptions(def *sandbox.Definition, req Request, key string, secrets sandbox.Secrets, sourceDir string) sandbox.CreateOptions {

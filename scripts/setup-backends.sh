@@ -4,7 +4,9 @@
 # Debian's docker-registry binary (provider/docker's pull tests start their
 # own instance on loopback; the packaged service is not needed), a PostgreSQL cluster with a test database (scripts/setup-postgres.sh), the
 # agent CLIs from npm (scripts/setup-agents.sh) and Debian's chromium for the
-# web page's browser test (scripts/setup-browser.sh).
+# web page's browser test (scripts/setup-browser.sh) and a one-node
+# Kubernetes cluster on loopback (scripts/setup-k8s.sh; a cold build of the
+# kube binaries costs ~6.5 min once, then they are cached).
 # Idempotent: what already runs is left alone. Under CI=true any failure is
 # fatal; elsewhere it warns and the affected tests skip with the reason.
 set -uo pipefail
@@ -58,4 +60,5 @@ setup_docker
 scripts/setup-postgres.sh || fail "setting up PostgreSQL failed"
 scripts/setup-agents.sh || fail "installing the agent CLIs failed"
 scripts/setup-browser.sh || fail "installing chromium failed"
+scripts/setup-k8s.sh || fail "setting up the one-node Kubernetes cluster failed"
 exit 0

@@ -9,6 +9,7 @@ import (
 	_ "github.com/d10ffeed/corral/provider/daytona"
 	_ "github.com/d10ffeed/corral/provider/docker"
 	_ "github.com/d10ffeed/corral/provider/e2b"
+	_ "github.com/d10ffeed/corral/provider/kubernetes"
 	_ "github.com/d10ffeed/corral/provider/local"
 	_ "github.com/d10ffeed/corral/provider/railway"
 	_ "github.com/d10ffeed/corral/provider/sbx"

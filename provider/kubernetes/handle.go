@@ -1,0 +1,94 @@
+package kubernetes
+
+import (
+	"context"
+
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/sandbox/execfs"
+	"github.com/d10ffeed/corral/sandbox/execproc"
+)
+
+// handle is one sandbox: a Pod.
+type handle struct {
+	p     *Provider
+	id    string // the Pod's name
+	fs    sandbox.FS
+	procs *execproc.Runner
+	env   *execproc.Env // create env, then SetEnv overlays
+}
+
+var _ sandbox.Handle = (*handle)(nil)
+
+func (p *Provider) newHandle(name string) *handle {
+	h := &handle{p: p, id: name, env: execproc.NewEnv(nil)}
+	h.procs = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: name, Root: p.opts.Workdir,
+		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Logger: p.log})
+	h.fs = execfs.New(h.runFS, execfs.Options{Root: p.opts.Workdir, Provider: Name})
+	return h
+}
+
+// ID returns the sandbox id: the Pod's name.
+func (h *handle) ID() string { return h.id }
+
+// Provider returns "kubernetes".
+func (h *handle) Provider() string { return Name }
+
+// WorkspaceRoot returns the workspace directory inside the container.
+func (h *handle) WorkspaceRoot() string { return h.p.opts.Workdir }
+
+// Capabilities returns the provider's capabilities.
+func (h *handle) Capabilities() sandbox.Capabilities { return h.p.caps }
+
+// FS returns the exec-backed file system.
+func (h *handle) FS() sandbox.FS { return h.fs }
+
+// runFS is the execfs Runner: a plain exec with no environment, from "/".
+func (h *handle) runFS(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
+	return h.procs.Run(ctx, "kubernetes.fs", cmd.Argv(), cmd.Stdin, "")
+}
+
+// Exec runs a command to completion.
+func (h *handle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
+	return h.procs.Exec(ctx, cmd)
+}
+
+// Spawn starts a command and returns once it runs (its PID is known).
+// Cancelling ctx, or Command.Timeout passing, kills it.
+func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
+	return h.procs.Spawn(ctx, cmd)
+}
+
+// SetEnv merges vars into the environment of every later command. The
+// values live only in this handle.
+func (h *handle) SetEnv(ctx context.Context, vars map[string]string) error { return h.env.Set(vars) }
+
+// ConnectPort is Unimplemented for now.
+func (h *handle) ConnectPort(ctx context.Context, port int) (sandbox.Endpoint, error) {
+	return sandbox.Endpoint{}, &sandbox.UnsupportedCapabilityError{Provider: Name, Capability: "ports",
+		Hint: "port-forward through the API server is not built yet; use kubectl port-forward pod/" + h.id}
+}
+
+// Snapshot is Unimplemented: a plain cluster has no Pod snapshots.
+func (h *handle) Snapshot(ctx context.Context, label string) (sandbox.Snapshot, error) {
+	return sandbox.Snapshot{}, sandbox.Unsupported(Name, "snapshots")
+}
+
+// Fork is Unimplemented: a plain cluster has no Pod snapshots to fork
+// from.
+func (h *handle) Fork(ctx context.Context) (sandbox.Handle, error) {
+	return nil, sandbox.Unsupported(Name, "fork")
+}
+
+// Destroy deletes the sandbox's Pod. Destroying twice succeeds.
+func (h *handle) Destroy(ctx context.Context) error { return h.p.Destroy(ctx, h.id) }
+
+// PodName returns the Pod behind a handle made by this provider and false
+// for any other handle. It sees through the guard and decorators
+// (sandbox.As).
+func PodName(h sandbox.Handle) (string, bool) {
+	var kh *handle
+	if h == nil || !sandbox.As(h, &kh) {
+		return "", false
+	}
+	return kh.id, true
+}

@@ -1,0 +1,56 @@
+package kubernetes
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Sandbox is one of corral's Pods as List reports it.
+type Sandbox struct {
+	// ID is the sandbox id (the Pod's name).
+	ID string `json:"id"`
+	// Key is the CreateOptions.ID it was created with, if any.
+	Key string `json:"key,omitempty"`
+	// Image is the container's image.
+	Image string `json:"image"`
+	// State is the Pod's phase ("Running", "Pending", ...), "Terminating"
+	// while it is deleted.
+	State string `json:"state"`
+	// Node is the node it runs on.
+	Node string `json:"node,omitempty"`
+	// CreatedAt is when the Pod was made.
+	CreatedAt time.Time `json:"createdAt"`
+	// Labels are the Pod's labels.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// List returns corral's Pods in the namespace that carry every label in
+// match (nil: all of corral's), newest first.
+func (p *Provider) List(ctx context.Context, match map[string]string) ([]Sandbox, error) {
+	set := labels.Set{LabelManaged: "true"}
+	for k, v := range match {
+		set[k] = v
+	}
+	list, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(set).String()})
+	if err != nil {
+		return nil, p.apiError("kubernetes.list", p.ns, err)
+	}
+	out := make([]Sandbox, 0, len(list.Items))
+	for _, pod := range list.Items {
+		s := Sandbox{ID: pod.Name, Key: pod.Annotations[AnnotationKey], State: string(pod.Status.Phase),
+			Node: pod.Spec.NodeName, CreatedAt: pod.CreationTimestamp.Time, Labels: pod.Labels}
+		if pod.DeletionTimestamp != nil {
+			s.State = "Terminating"
+		}
+		if len(pod.Spec.Containers) > 0 {
+			s.Image = pod.Spec.Containers[0].Image
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Sandbox) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return out, nil
+}

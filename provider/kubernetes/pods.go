@@ -1,0 +1,384 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/d10ffeed/corral/sandbox"
+)
+
+var metav1GetOptions = metav1.GetOptions{}
+
+// pollEvery is how often Create, Resume and Destroy look at a Pod while
+// they wait for it to run or go.
+const pollEvery = 100 * time.Millisecond
+
+// Create makes a Pod for the sandbox and waits for it to run.
+//
+// The Pod is named after opts.ID when given (see podName) and carries
+// corral's labels and opts.Labels; opts.Env is kept in the handle and
+// sent with every command, never in the Pod spec. An existing Pod of that
+// name is AlreadyExists. A Pod that cannot start within
+// Options.StartTimeout is deleted and the error names why.
+func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sandbox.Handle, error) {
+	const op = "kubernetes.create"
+	for k := range opts.Env {
+		if err := sandbox.ValidateEnvName(k); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Network == sandbox.NetworkDeny {
+		return nil, &sandbox.UnsupportedCapabilityError{Provider: Name, Capability: "networkPolicy",
+			Hint: "the kubernetes provider does not enforce a network gate yet (a NetworkPolicy needs a network plugin that enforces it)"}
+	}
+	name := newName()
+	if opts.ID != "" {
+		name = podName(opts.ID)
+	}
+	pod, err := p.podSpec(name, opts)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.ID, "%v", err)
+	}
+	sandbox.ReportProgress(ctx, sandbox.ProgressStep{Phase: "pod", Subject: p.ns + "/" + name, Status: "creating"})
+	created, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, &sandbox.Error{Code: sandbox.AlreadyExists, Op: op, ID: opts.ID,
+				Msg: fmt.Sprintf("a pod named %s/%s exists already", p.ns, name), Err: err}
+		}
+		return nil, p.apiError(op, name, err)
+	}
+	fail := func(err error) (sandbox.Handle, error) {
+		p.deleteQuietly(ctx, name, created.UID)
+		return nil, err
+	}
+	if _, err := p.waitRunning(ctx, op, name); err != nil {
+		return fail(err)
+	}
+	h := p.newHandle(name)
+	if err := h.env.Set(opts.Env); err != nil {
+		return fail(err)
+	}
+	if opts.SourceDir != "" {
+		if err := sandbox.UploadDir(ctx, h.fs, opts.SourceDir, Name); err != nil {
+			return fail(sandbox.Wrap(sandbox.Internal, op, name, err))
+		}
+	}
+	p.log.Debug("kubernetes: sandbox created", "id", name, "namespace", p.ns, "image", p.opts.Image)
+	return h, nil
+}
+
+// podSpec builds the sandbox's Pod.
+func (p *Provider) podSpec(name string, opts sandbox.CreateOptions) (*corev1.Pod, error) {
+	lbl := map[string]string{}
+	for k, v := range p.opts.Labels {
+		lbl[k] = v
+	}
+	for k, v := range opts.Labels {
+		lbl[k] = v
+	}
+	for k, v := range lbl {
+		if strings.HasPrefix(k, "corral.dev/") {
+			return nil, fmt.Errorf("label %q: the corral.dev/ prefix is corral's own", k)
+		}
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return nil, fmt.Errorf("label key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return nil, fmt.Errorf("label %q value %q: %s", k, v, strings.Join(errs, "; "))
+		}
+	}
+	lbl[LabelManaged] = "true"
+	lbl[LabelSandboxID] = name
+	ann := map[string]string{AnnotationCreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	if opts.ID != "" {
+		lbl[LabelKeyHash] = keyHash(opts.ID)
+		ann[AnnotationKey] = opts.ID
+	}
+	no := false
+	var zero int64
+	spec := corev1.PodSpec{
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		AutomountServiceAccountToken:  &no,
+		EnableServiceLinks:            &no,
+		TerminationGracePeriodSeconds: &zero,
+		ServiceAccountName:            p.opts.ServiceAccount,
+		NodeSelector:                  p.opts.NodeSelector,
+		Containers: []corev1.Container{{
+			Name:            containerName,
+			Image:           p.opts.Image,
+			ImagePullPolicy: p.opts.PullPolicy,
+			Command:         keepAlive,
+			WorkingDir:      p.opts.Workdir,
+			Resources:       p.resources,
+			VolumeMounts:    []corev1.VolumeMount{{Name: "workspace", MountPath: p.opts.Workdir}},
+			SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no},
+		}},
+		Volumes: []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+	}
+	if p.opts.RuntimeClassName != "" {
+		rc := p.opts.RuntimeClassName
+		spec.RuntimeClassName = &rc
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: lbl, Annotations: ann}, Spec: spec}, nil
+}
+
+// waitRunning waits for the Pod to run, at most Options.StartTimeout. A
+// Pod that is gone, finished or cannot start is an error naming why.
+func (p *Provider) waitRunning(ctx context.Context, op, name string) (*corev1.Pod, error) {
+	wctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
+	defer cancel()
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	var last *corev1.Pod
+	for {
+		pod, err := p.cs.CoreV1().Pods(p.ns).Get(wctx, name, metav1.GetOptions{})
+		if err != nil {
+			if ctx.Err() == nil && wctx.Err() != nil {
+				return nil, sandbox.Errorf(sandbox.DeadlineExceeded, op, name, "the pod did not run within %v: %s", p.opts.StartTimeout, pendingReason(last))
+			}
+			return nil, p.apiError(op, name, err)
+		}
+		last = pod
+		if gone, why := podGone(pod); gone {
+			return nil, sandbox.Errorf(sandbox.NotFound, op, name, "the pod %s", why)
+		}
+		if running(pod) {
+			return pod, nil
+		}
+		if why, stuck := cannotStart(pod); stuck {
+			return nil, sandbox.Errorf(sandbox.FailedPrecondition, op, name, "the pod cannot start: %s", why)
+		}
+		select {
+		case <-t.C:
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, sandbox.Wrap(sandbox.Canceled, op, name, ctx.Err())
+			}
+			return nil, sandbox.Errorf(sandbox.DeadlineExceeded, op, name, "the pod did not run within %v: %s", p.opts.StartTimeout, pendingReason(pod))
+		}
+	}
+}
+
+// running reports whether the sandbox container runs.
+func running(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == containerName {
+			return cs.State.Running != nil
+		}
+	}
+	return false
+}
+
+// podGone reports a Pod that is being deleted or has finished: for corral
+// the sandbox is gone.
+func podGone(pod *corev1.Pod) (bool, string) {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return true, "is being deleted"
+	case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
+		why := "has ended (" + string(pod.Status.Phase) + ")"
+		if pod.Status.Reason != "" {
+			why += ": " + pod.Status.Reason + " " + pod.Status.Message
+		}
+		return true, strings.TrimSpace(why)
+	}
+	return false, ""
+}
+
+// cannotStart names a Pod that will not start without a change: an image
+// that cannot be had, a container that cannot be made.
+func cannotStart(pod *corev1.Pod) (string, bool) {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+				"CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+				return w.Reason + ": " + w.Message, true
+			}
+		}
+		if t := cs.State.Terminated; t != nil {
+			return fmt.Sprintf("the container exited (%d %s): %s", t.ExitCode, t.Reason, t.Message), true
+		}
+	}
+	return "", false
+}
+
+// pendingReason says why a Pod has not run yet, for a timeout's message.
+func pendingReason(pod *corev1.Pod) string {
+	if pod == nil {
+		return "no status seen"
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
+			return "not scheduled: " + c.Reason + " " + c.Message
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			return "container waiting: " + w.Reason + " " + w.Message
+		}
+	}
+	return "phase " + string(pod.Status.Phase)
+}
+
+// Resume reconnects to a running sandbox by its id (the Pod name) or the
+// CreateOptions.ID it was created with. A Pod that is gone, being deleted
+// or finished, or one corral did not make, is NotFound. The environment
+// given at create is not persisted: re-apply it with SetEnv.
+func (p *Provider) Resume(ctx context.Context, id string) (sandbox.Handle, error) {
+	const op = "kubernetes.resume"
+	pod, err := p.lookup(ctx, op, id)
+	if err != nil {
+		return nil, err
+	}
+	if gone, why := podGone(pod); gone {
+		return nil, sandbox.Errorf(sandbox.NotFound, op, id, "the sandbox's pod %s", why)
+	}
+	if !running(pod) {
+		if _, err := p.waitRunning(ctx, op, pod.Name); err != nil {
+			return nil, err
+		}
+	}
+	return p.newHandle(pod.Name), nil
+}
+
+// lookup finds corral's Pod by sandbox id or key.
+func (p *Provider) lookup(ctx context.Context, op, id string) (*corev1.Pod, error) {
+	if id == "" {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, id, "empty sandbox id")
+	}
+	for _, name := range []string{id, podName(id)} {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			continue
+		}
+		pod, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			if pod.Labels[LabelManaged] != "true" {
+				return nil, sandbox.Errorf(sandbox.NotFound, op, id, "pod %s/%s is not a corral sandbox", p.ns, name)
+			}
+			return pod, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, p.apiError(op, id, err)
+		}
+	}
+	sel := labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelKeyHash: keyHash(id)}).String()
+	list, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, p.apiError(op, id, err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Annotations[AnnotationKey] == id {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, sandbox.Errorf(sandbox.NotFound, op, id, "no such sandbox (no corral pod in namespace %s with that name or key)", p.ns)
+}
+
+// Destroy deletes the sandbox's Pod at once (no grace) and waits until it
+// is gone, so its name can be used again. A sandbox that is already gone
+// is fine; a Pod corral did not make is left alone (NotFound).
+func (p *Provider) Destroy(ctx context.Context, id string) error {
+	const op = "kubernetes.destroy"
+	pod, err := p.lookup(ctx, op, id)
+	if sandbox.CodeOf(err) == sandbox.NotFound && !strings.Contains(err.Error(), "not a corral sandbox") {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return p.remove(ctx, op, pod.Name, pod.UID)
+}
+
+// remove deletes a Pod (only the one with that uid) and waits for it to go.
+func (p *Provider) remove(ctx context.Context, op, name string, uid types.UID) error {
+	var zero int64
+	err := p.cs.CoreV1().Pods(p.ns).Delete(ctx, name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or a new Pod of that name that is not ours to delete
+	}
+	if err != nil {
+		return p.apiError(op, name, err)
+	}
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		pod, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || err == nil && pod.UID != uid {
+			p.log.Debug("kubernetes: sandbox destroyed", "id", name)
+			return nil
+		}
+		if err != nil {
+			return p.apiError(op, name, err)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return sandbox.Wrap(sandbox.Canceled, op, name, ctx.Err())
+		}
+	}
+}
+
+// deleteQuietly removes a half-made Pod, logging a failure.
+func (p *Provider) deleteQuietly(ctx context.Context, name string, uid types.UID) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := p.remove(rctx, "kubernetes.create", name, uid); err != nil {
+		p.log.Warn("kubernetes: removing a half-created pod failed", "pod", name, "err", err)
+	}
+}
+
+// apiError maps a client-go error to corral's codes.
+func (p *Provider) apiError(op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var coded interface{ ErrorCode() sandbox.Code }
+	if errors.As(err, &coded) {
+		return err
+	}
+	code := sandbox.Unknown
+	switch {
+	case errors.Is(err, context.Canceled):
+		code = sandbox.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = sandbox.DeadlineExceeded
+	case apierrors.IsNotFound(err):
+		code = sandbox.NotFound
+	case apierrors.IsAlreadyExists(err):
+		code = sandbox.AlreadyExists
+	case apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err):
+		code = sandbox.PermissionDenied
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		code = sandbox.InvalidArgument
+	case apierrors.IsConflict(err):
+		code = sandbox.FailedPrecondition
+	case apierrors.IsTooManyRequests(err):
+		code = sandbox.ResourceExhausted
+	case apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err):
+		code = sandbox.Unavailable
+	default:
+		var ne net.Error
+		if errors.As(err, &ne) || strings.Contains(err.Error(), "connection refused") {
+			code = sandbox.Unavailable
+		}
+	}
+	return &sandbox.Error{Code: code, Op: op, ID: id, Err: err}
+}

@@ -29,14 +29,12 @@ provider: the next run's sandbox is created and the head restored into it.`,
 }
 
 type checkpointFlags struct {
-	sf     stateFlags
-	tenant string
+	sf     stateFlags // its --tenant is the thread's
 	asJSON bool
 }
 
 func (f *checkpointFlags) register(cmd *cobra.Command) {
 	f.sf.register(cmd)
-	cmd.Flags().StringVar(&f.tenant, "tenant", "", "the thread's tenant")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 }
 
@@ -60,7 +58,7 @@ func newCheckpointLsCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.with(cmd, func(ctx context.Context, r *run.Runner) error {
-				cps, head, err := r.Checkpoints(ctx, f.tenant, args[0])
+				cps, head, err := r.Checkpoints(ctx, f.sf.tenant, args[0])
 				if err != nil {
 					return err
 				}
@@ -113,7 +111,7 @@ live, and while another process writes the thread's checkpoints.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.with(cmd, func(ctx context.Context, r *run.Runner) error {
-				res, err := r.Save(ctx, run.SaveCheckpoint{Tenant: f.tenant, Thread: args[0], Label: label})
+				res, err := r.Save(ctx, run.SaveCheckpoint{Tenant: f.sf.tenant, Thread: args[0], Label: label})
 				if err != nil {
 					return err
 				}
@@ -152,7 +150,7 @@ checkpoint. THREAD is not changed. Prints the new thread's id.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.with(cmd, func(ctx context.Context, r *run.Runner) error {
-				cp, err := r.Fork(ctx, f.tenant, args[0], from, to)
+				cp, err := r.Fork(ctx, f.sf.tenant, args[0], from, to)
 				if err != nil {
 					return err
 				}
@@ -189,7 +187,7 @@ while a run of the thread is live.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.with(cmd, func(ctx context.Context, r *run.Runner) error {
-				res, err := r.RestoreCheckpoint(ctx, f.tenant, args[0], id, nil)
+				res, err := r.RestoreCheckpoint(ctx, f.sf.tenant, args[0], id, nil)
 				if err != nil {
 					return err
 				}

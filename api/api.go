@@ -188,3 +188,23 @@ func CodeOf(status int, body Error) sandbox.Code {
 	}
 	return sandbox.Unknown
 }
+
+// SaveCheckpoint is the body of POST /v1/threads/{thread}/checkpoints.
+type SaveCheckpoint struct {
+	// Label names the checkpoint; optional.
+	Label string `json:"label,omitempty"`
+}
+
+// ForkThread is the body of POST /v1/threads/{thread}/fork.
+type ForkThread struct {
+	// Checkpoint is the checkpoint to fork from; empty is the head.
+	Checkpoint string `json:"checkpoint,omitempty"`
+	// Thread is the new thread's id; empty mints one.
+	Thread string `json:"thread,omitempty"`
+}
+
+// RestoreCheckpoint is the body of POST /v1/threads/{thread}/restore.
+type RestoreCheckpoint struct {
+	// Checkpoint is the checkpoint to restore; empty is the head.
+	Checkpoint string `json:"checkpoint,omitempty"`
+}

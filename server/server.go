@@ -145,6 +145,11 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/runs/{id}/stderr", s.auth(s.runStderr))
 	s.mux.HandleFunc("POST /v1/runs/{id}/approvals", s.auth(s.answerApproval))
 	s.mux.HandleFunc("GET /v1/threads/{thread}/active", s.auth(s.activeRun))
+	s.mux.HandleFunc("GET /v1/threads/{thread}/checkpoints", s.auth(s.listCheckpoints))
+	s.mux.HandleFunc("GET /v1/threads/{thread}/checkpoints/{id}", s.auth(s.getCheckpoint))
+	s.mux.HandleFunc("POST /v1/threads/{thread}/checkpoints", s.auth(s.saveCheckpoint))
+	s.mux.HandleFunc("POST /v1/threads/{thread}/fork", s.auth(s.forkThread))
+	s.mux.HandleFunc("POST /v1/threads/{thread}/restore", s.auth(s.restoreCheckpoint))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.listSandboxes))
 	s.mux.HandleFunc("DELETE /v1/sandboxes/{key}", s.auth(s.deleteSandbox))
 }

@@ -8,7 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/d10ffeed/corral/client"
 	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox/checkpoint"
 	"github.com/d10ffeed/corral/store"
 )
 
@@ -30,24 +32,84 @@ provider: the next run's sandbox is created and the head restored into it.`,
 
 type checkpointFlags struct {
 	sf     stateFlags // its --tenant is the thread's
+	rf     remoteFlags
 	asJSON bool
 }
 
 func (f *checkpointFlags) register(cmd *cobra.Command) {
 	f.sf.register(cmd)
+	f.rf.register(cmd)
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 }
 
-// with opens a runner, calls fn and closes it.
-func (f *checkpointFlags) with(cmd *cobra.Command, fn func(ctx context.Context, r *run.Runner) error) error {
+// checkpointOps are the checkpoint operations, through a runner on the
+// store or through a daemon (--server).
+type checkpointOps interface {
+	Checkpoints(ctx context.Context, thread string) ([]store.Checkpoint, string, error)
+	Save(ctx context.Context, thread, label string) (run.CheckpointResult, error)
+	Fork(ctx context.Context, src, id, dst string) (store.Checkpoint, error)
+	Restore(ctx context.Context, thread, id string) (checkpoint.RestoreResult, error)
+}
+
+type localCheckpoints struct {
+	r      *run.Runner
+	tenant string
+}
+
+func (l localCheckpoints) Checkpoints(ctx context.Context, thread string) ([]store.Checkpoint, string, error) {
+	return l.r.Checkpoints(ctx, l.tenant, thread)
+}
+
+func (l localCheckpoints) Save(ctx context.Context, thread, label string) (run.CheckpointResult, error) {
+	return l.r.Save(ctx, run.SaveCheckpoint{Tenant: l.tenant, Thread: thread, Label: label})
+}
+
+func (l localCheckpoints) Fork(ctx context.Context, src, id, dst string) (store.Checkpoint, error) {
+	return l.r.Fork(ctx, l.tenant, src, id, dst)
+}
+
+func (l localCheckpoints) Restore(ctx context.Context, thread, id string) (checkpoint.RestoreResult, error) {
+	return l.r.RestoreCheckpoint(ctx, l.tenant, thread, id, nil)
+}
+
+type remoteCheckpoints struct{ c *client.Client }
+
+func (r remoteCheckpoints) Checkpoints(ctx context.Context, thread string) ([]store.Checkpoint, string, error) {
+	return r.c.Checkpoints(ctx, thread)
+}
+
+func (r remoteCheckpoints) Save(ctx context.Context, thread, label string) (run.CheckpointResult, error) {
+	cp, err := r.c.SaveCheckpoint(ctx, thread, label)
+	return run.CheckpointResult{Checkpoint: cp}, err
+}
+
+func (r remoteCheckpoints) Fork(ctx context.Context, src, id, dst string) (store.Checkpoint, error) {
+	return r.c.Fork(ctx, src, id, dst)
+}
+
+func (r remoteCheckpoints) Restore(ctx context.Context, thread, id string) (checkpoint.RestoreResult, error) {
+	m, err := r.c.RestoreCheckpoint(ctx, thread, id)
+	return checkpoint.RestoreResult{Removed: m["removed"], Dirs: m["dirs"], Files: m["files"], Symlinks: m["symlinks"], Chmods: m["chmods"]}, err
+}
+
+// with calls fn with the checkpoint operations: a daemon's with --server
+// (its token names the tenant), else a runner on the store, closed after.
+func (f *checkpointFlags) with(cmd *cobra.Command, fn func(ctx context.Context, ops checkpointOps) error) error {
 	ctx := cmd.Context()
+	if f.rf.server != "" {
+		c, err := f.rf.client()
+		if err != nil {
+			return err
+		}
+		return fn(ctx, remoteCheckpoints{c})
+	}
 	r, st, err := f.sf.openRunner(ctx, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	defer r.Close(context.WithoutCancel(ctx))
-	return fn(ctx, r)
+	return fn(ctx, localCheckpoints{r, f.sf.tenant})
 }
 
 func newCheckpointLsCmd() *cobra.Command {
@@ -57,8 +119,8 @@ func newCheckpointLsCmd() *cobra.Command {
 		Short: "List a thread's checkpoints, oldest first; * marks the head",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.with(cmd, func(ctx context.Context, r *run.Runner) error {
-				cps, head, err := r.Checkpoints(ctx, f.sf.tenant, args[0])
+			return f.with(cmd, func(ctx context.Context, ops checkpointOps) error {
+				cps, head, err := ops.Checkpoints(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -110,8 +172,8 @@ publish it as the thread's new head. Refused while a run of the thread is
 live, and while another process writes the thread's checkpoints.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.with(cmd, func(ctx context.Context, r *run.Runner) error {
-				res, err := r.Save(ctx, run.SaveCheckpoint{Tenant: f.sf.tenant, Thread: args[0], Label: label})
+			return f.with(cmd, func(ctx context.Context, ops checkpointOps) error {
+				res, err := ops.Save(ctx, args[0], label)
 				if err != nil {
 					return err
 				}
@@ -122,8 +184,12 @@ live, and while another process writes the thread's checkpoints.`,
 				}
 				cp := res.Checkpoint
 				fmt.Fprintf(out, "%s\n", cp.ID)
-				fmt.Fprintf(cmd.ErrOrStderr(), "corral: checkpoint %s of thread %s: %d entries, %d bytes (%d new blobs)\n",
-					cp.ID, cp.ThreadID, len(cp.Entries), cp.Bytes, res.BlobsPut)
+				if len(cp.Entries) > 0 { // a daemon's answer has no entries
+					fmt.Fprintf(cmd.ErrOrStderr(), "corral: checkpoint %s of thread %s: %d entries, %d bytes (%d new blobs)\n",
+						cp.ID, cp.ThreadID, len(cp.Entries), cp.Bytes, res.BlobsPut)
+				} else {
+					fmt.Fprintf(cmd.ErrOrStderr(), "corral: checkpoint %s of thread %s: %d bytes\n", cp.ID, cp.ThreadID, cp.Bytes)
+				}
 				for _, s := range res.Skipped {
 					fmt.Fprintf(cmd.ErrOrStderr(), "corral:   skipped %s: %s\n", s.Path, s.Reason)
 				}
@@ -149,8 +215,8 @@ func newCheckpointForkCmd() *cobra.Command {
 checkpoint. THREAD is not changed. Prints the new thread's id.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.with(cmd, func(ctx context.Context, r *run.Runner) error {
-				cp, err := r.Fork(ctx, f.sf.tenant, args[0], from, to)
+			return f.with(cmd, func(ctx context.Context, ops checkpointOps) error {
+				cp, err := ops.Fork(ctx, args[0], from, to)
 				if err != nil {
 					return err
 				}
@@ -186,8 +252,8 @@ before anything is written: a bad or hostile one changes nothing. Refused
 while a run of the thread is live.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.with(cmd, func(ctx context.Context, r *run.Runner) error {
-				res, err := r.RestoreCheckpoint(ctx, f.sf.tenant, args[0], id, nil)
+			return f.with(cmd, func(ctx context.Context, ops checkpointOps) error {
+				res, err := ops.Restore(ctx, args[0], id)
 				if err != nil {
 					return err
 				}

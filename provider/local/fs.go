@@ -2,6 +2,8 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
@@ -53,10 +55,49 @@ func (f *fsys) WriteFile(ctx context.Context, name string, data []byte) error {
 			return fsError("fs.write", name, err)
 		}
 	}
-	if err := f.h.root.WriteFile(rel, data, 0o644); err != nil {
+	// A regular file is written to a temporary file and renamed over the
+	// name, never truncated in place: a hard link the agent planted at the
+	// name (to a file outside the workspace) is replaced, not written
+	// through. An existing file's permissions carry over.
+	perm, existed := fs.FileMode(0o644), false
+	if fi, err := f.h.root.Lstat(rel); err == nil {
+		if !fi.Mode().IsRegular() {
+			// A link is followed inside the workspace only (os.Root
+			// refuses one that leads out); a directory is an error.
+			if err := f.h.root.WriteFile(rel, data, 0o644); err != nil {
+				return fsError("fs.write", name, err)
+			}
+			return nil
+		}
+		perm, existed = fi.Mode().Perm(), true
+	}
+	tmp := path.Join(path.Dir(rel), ".corral-write-"+randSuffix())
+	w, err := f.h.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
 		return fsError("fs.write", name, err)
 	}
+	_, werr := w.Write(data)
+	if cerr := w.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil && existed {
+		werr = f.h.root.Chmod(tmp, perm) // the umask may have narrowed it
+	}
+	if werr == nil {
+		werr = f.h.root.Rename(tmp, rel)
+	}
+	if werr != nil {
+		_ = f.h.root.Remove(tmp)
+		return fsError("fs.write", name, werr)
+	}
 	return nil
+}
+
+// randSuffix is a random name part for temporary files.
+func randSuffix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func (f *fsys) ReadDir(ctx context.Context, name string) ([]sandbox.DirEntry, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/d10ffeed/corral/provider/local"
@@ -93,5 +94,53 @@ func TestLinksAndModes(t *testing.T) {
 	code("chmod of nothing", mfs.Chmod(ctx, "missing", 0o644), sandbox.NotFound)
 	if fi, _ := os.Stat(filepath.Join(outside, "secret")); fi.Mode().Perm() != 0o600 {
 		t.Errorf("the outside file's mode changed to %o", fi.Mode().Perm())
+	}
+}
+
+// TestWriteReplacesHardLink: a write to a name the agent hard-linked to a
+// file outside the workspace replaces the name and leaves the outside file
+// as it was; an existing file keeps its mode.
+func TestWriteReplacesHardLink(t *testing.T) {
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	h, err := p.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Destroy(context.Background()) })
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(outside, []byte("outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(outside, filepath.Join(h.WorkspaceRoot(), "planted")); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	if err := h.FS().WriteFile(ctx, "/workspace/planted", []byte("restored")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "outside" {
+		t.Fatalf("the write went through the hard link: outside file now %q", b)
+	}
+	if b, _ := h.FS().ReadFile(ctx, "/workspace/planted"); string(b) != "restored" {
+		t.Fatalf("the workspace file reads %q", b)
+	}
+	exe := filepath.Join(h.WorkspaceRoot(), "run.sh")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.FS().WriteFile(ctx, "/workspace/run.sh", []byte("#!/bin/sh\necho\n")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(exe); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("run.sh after a write: %v %v, want 0755 kept", fi.Mode(), err)
+	}
+	ents, _ := os.ReadDir(h.WorkspaceRoot())
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".corral-write-") {
+			t.Fatalf("a temporary file was left: %s", e.Name())
+		}
 	}
 }

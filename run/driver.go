@@ -288,7 +288,7 @@ func (d *driver) follow() error {
 			if err := d.emit(evs); err != nil {
 				return err
 			}
-			if d.flushDue() {
+			if d.flushDue(len(lines) == 0) {
 				if err := d.flush(d.ctx); err != nil {
 					return err
 				}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/d10ffeed/corral/event"
@@ -61,6 +62,7 @@ type sinkState struct {
 
 	pending      []pendingEvent
 	pendingBytes int
+	lastFlush    time.Time // when the last append was made (Options.Now)
 
 	deltas    int64 // content deltas translated so far (replayed ones included)
 	limit     int64 // the cap; <= 0: none
@@ -353,6 +355,7 @@ func (d *driver) flush(ctx context.Context) error {
 	d.mu.Lock()
 	d.lastSeq += int64(len(batch))
 	d.mu.Unlock()
+	d.lastFlush = d.r.opts.Now()
 	clear(d.pending) // let the deltas go
 	d.pending = d.pending[:0]
 	d.pendingBytes = 0
@@ -360,9 +363,16 @@ func (d *driver) flush(ctx context.Context) error {
 	return nil
 }
 
-// flushDue reports whether the pending batch should be appended now.
-func (d *driver) flushDue() bool {
-	return len(d.pending) >= d.r.opts.BatchSize || d.pendingBytes >= flushBytes
+// flushDue reports whether the pending batch should be appended now: it is
+// full, or idle is true (no more lines are waiting) and no append was made
+// for a flush interval. The second is the leading edge of the interval: the
+// first output of a quiet agent is appended at once instead of at the next
+// tick, while a steady stream still makes at most one append per interval.
+func (d *driver) flushDue(idle bool) bool {
+	if len(d.pending) >= d.r.opts.BatchSize || d.pendingBytes >= flushBytes {
+		return true
+	}
+	return idle && len(d.pending) > 0 && d.r.opts.Now().Sub(d.lastFlush) >= d.r.opts.FlushInterval
 }
 
 func (d *driver) broadcast() {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/store"
@@ -46,7 +47,7 @@ func (s *sinkRun) driver(limit int64) *driver {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	r := &Runner{store: s.st, log: slog.New(slog.DiscardHandler), opts: Options{BatchSize: 512}}
+	r := &Runner{store: s.st, log: slog.New(slog.DiscardHandler), opts: Options{BatchSize: 512, Now: time.Now}}
 	d := &driver{r: r, run: rec, ctx: ctx, notify: make(chan struct{})}
 	d.stored, d.lastSeq, d.vseq, d.limit = last, last, 1, limit
 	return d
@@ -143,7 +144,7 @@ func feedAll(t *testing.T, d *driver, evs []event.Event, rnd *rand.Rand, stopAft
 		if err := d.emit([]event.Event{e}); err != nil {
 			t.Fatalf("event %d: %v", i, err)
 		}
-		if rnd.IntN(500) == 0 || d.flushDue() {
+		if rnd.IntN(500) == 0 || d.flushDue(false) {
 			if err := d.flush(t.Context()); err != nil {
 				t.Fatal(err)
 			}

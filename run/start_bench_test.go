@@ -1,0 +1,104 @@
+package run_test
+
+import (
+	"bufio"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/command"
+	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+	"github.com/d10ffeed/corral/store/sqlitestore"
+)
+
+// The run-start pair (issue 21's goal: first output ≤ 10 ms, done ≤ 15 ms
+// for `echo hi` on local + SQLite):
+//
+//	go test -run '^$' -bench 'RunStart' ./run/
+//
+// BenchmarkRunStart times a durable run of `echo hi` on the local provider
+// and the embedded SQLite store from Start to the first text event a
+// follower receives (first-ms) and to the run's end (done-ms), medians;
+// BenchmarkRunStartFloor is the raw floor: the same command started with
+// os/exec, to its first stdout line and its exit.
+func BenchmarkRunStart(b *testing.B) {
+	ctx := context.Background()
+	p, err := local.New(local.Options{BaseDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "corral.db"), sqlitestore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	def := &sandbox.Definition{ID: "d", Provider: p}
+	r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{command.Harness{}}, run.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Close(context.Background()) })
+	// One run first, so the thread's sandbox exists: a chat's next turn.
+	thread := "t"
+	warm, err := r.Start(ctx, run.StartRequest{Definition: "d", Thread: thread, Harness: command.Name, Args: []string{"true"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = r.Wait(ctx, warm.ID)
+	var firsts, dones []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		rec, err := r.Start(ctx, run.StartRequest{Definition: "d", Thread: thread, Harness: command.Name, Args: []string{"echo", "hi"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var first time.Duration
+		if err := r.Follow(ctx, rec.ID, 0, func(e store.Event) error {
+			if first == 0 && e.Type == "TEXT_MESSAGE_CONTENT" {
+				first = time.Since(t0)
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Wait(ctx, rec.ID); err != nil {
+			b.Fatal(err)
+		}
+		dones = append(dones, time.Since(t0))
+		firsts = append(firsts, first)
+	}
+	b.ReportMetric(median(firsts), "first-ms")
+	b.ReportMetric(median(dones), "done-ms")
+}
+
+// BenchmarkRunStartFloor is BenchmarkRunStart's raw floor.
+func BenchmarkRunStartFloor(b *testing.B) {
+	var firsts, dones []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		cmd := exec.Command("echo", "hi")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			b.Fatal(err)
+		}
+		firsts = append(firsts, time.Since(t0))
+		if err := cmd.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		dones = append(dones, time.Since(t0))
+	}
+	b.ReportMetric(median(firsts), "first-ms")
+	b.ReportMetric(median(dones), "done-ms")
+}

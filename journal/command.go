@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/d10ffeed/corral/sandbox"
@@ -143,6 +144,12 @@ type Spec struct {
 	// NoCgroup makes the wrapper skip the run's cgroup even where it could
 	// make one (tests of the fallback use it).
 	NoCgroup bool
+	// Shell is the argv prefix that runs the wrapper's text in place of
+	// "sh" (a sandbox.ScriptShell's). The agent's program must then be an
+	// absolute path, so that none of the shell's applets stands in for it:
+	// Command refuses a name without a slash. Start sets it from the
+	// handle where the agent's program resolves.
+	Shell []string
 }
 
 // Command returns the wrapper command for spec. When nonceOnStdin is true
@@ -179,7 +186,15 @@ func Command(spec Spec, nonceOnStdin bool) (sandbox.Command, error) {
 	if spec.NoCgroup {
 		flags = append(flags, "nocgroup")
 	}
-	args := append([]string{"sh", "-c", wrapper, "corral-journal", spec.Paths.Dir, spec.Paths.Journal, spec.Paths.Err, in, mode, diff, spec.Paths.Token, strings.Join(flags, " ")}, spec.Agent.Argv()...)
+	shell := []string{"sh"}
+	if len(spec.Shell) > 0 {
+		if p := spec.Agent.Argv()[0]; !strings.Contains(p, "/") {
+			return sandbox.Command{}, sandbox.Errorf(sandbox.InvalidArgument, "journal.command", spec.Paths.Token, "with a script shell the agent's program must be a path, not %q", p)
+		}
+		shell = spec.Shell
+	}
+	args := append(slices.Clip(shell), "-c", wrapper, "corral-journal", spec.Paths.Dir, spec.Paths.Journal, spec.Paths.Err, in, mode, diff, spec.Paths.Token, strings.Join(flags, " "))
+	args = append(args, spec.Agent.Argv()...)
 	env := make(map[string]string, len(spec.Agent.Env)+1)
 	for k, v := range spec.Agent.Env {
 		env[k] = v

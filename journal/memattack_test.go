@@ -196,7 +196,20 @@ func TestJournalNonceFromWrapperMemory(t *testing.T) {
 			// Each candidate is forged twice: while the agent runs on, and as
 			// its last act before exiting.
 			t.Logf("the nonce was in the wrapper's memory (%d candidates); forged exits accepted: %d of %d attempts", len(cands), accepted, 2*len(cands))
-			if got := strings.Join(texts(lines), "|"); exit.Code != 7 || got != "before|after" {
+			// A candidate that is not the nonce (another 32-hex string in the
+			// wrapper's memory, such as a cgroup id the shell read) makes a
+			// line that is plain output, rightly delivered: leave those out.
+			var own []journal.Line
+			for _, l := range lines {
+				forgedOther := false
+				for _, c := range cands {
+					forgedOther = forgedOther || c != nonce && strings.Contains(string(l.Data), `"__nonce":"`+c+`"`)
+				}
+				if !forgedOther {
+					own = append(own, l)
+				}
+			}
+			if got := strings.Join(texts(own), "|"); exit.Code != 7 || got != "before|after" {
 				t.Errorf("exit %d lines %q; want 7 and before|after", exit.Code, got)
 			}
 		})

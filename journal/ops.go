@@ -49,6 +49,7 @@ func start(ctx context.Context, h sandbox.Handle, spec Spec) (sandbox.Process, e
 	caps := h.Capabilities()
 	stdin := caps.WritableStdin
 	spec.OwnProcessTable = spec.OwnProcessTable || caps.OwnProcessTable
+	spec = withScriptShell(h, spec)
 	cmd, err := Command(spec, stdin)
 	if err != nil {
 		return nil, err
@@ -84,6 +85,34 @@ func start(ctx context.Context, h sandbox.Handle, spec Spec) (sandbox.Process, e
 		}
 	}
 	return pr, nil
+}
+
+// withScriptShell returns spec to run under the handle's script shell
+// (sandbox.ScriptShell), with the agent's program by its absolute path;
+// spec unchanged when the handle has none or the program does not resolve
+// (the plain sh then reports a missing program as it always does).
+func withScriptShell(h sandbox.Handle, spec Spec) Spec {
+	var ss sandbox.ScriptShell
+	if len(spec.Shell) > 0 || !sandbox.As(h, &ss) {
+		return spec
+	}
+	shell := ss.ScriptShell()
+	if len(shell) == 0 || spec.Agent.Validate() != nil {
+		return spec
+	}
+	argv := spec.Agent.Argv()
+	prog := argv[0]
+	if !strings.Contains(prog, "/") {
+		p, ok := ss.ResolveProgram(prog, spec.Agent.Env)
+		if !ok || !strings.HasPrefix(p, "/") {
+			return spec
+		}
+		prog = p
+	}
+	agent := spec.Agent
+	agent.Shell, agent.Args = "", append([]string{prog}, argv[1:]...)
+	spec.Agent, spec.Shell = agent, shell
+	return spec
 }
 
 // Status is what Probe found.

@@ -75,6 +75,11 @@ const RunMarkerEnv = "CORRAL_RUN"
 //	                   SIGKILL. Prints nothing; returns when no member is
 //	                   left (or after bounded rounds).
 const scopeFns = `cs_v2root() {
+  # The usual places first (unified, then hybrid): a shell's read costs a
+  # system call per byte, and a host's mount table can be long.
+  for cs_root in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+    [ -f "$cs_root/cgroup.controllers" ] && [ ! -f "$cs_root/../cgroup.controllers" ] && return 0
+  done
   cs_root=
   while read -r cs_a cs_mp cs_fs cs_b; do
     [ "$cs_fs" = cgroup2 ] && { cs_root=$cs_mp; return 0; }
@@ -227,9 +232,11 @@ cs_rounds() {
   done
   return 1
 }
-cs_kill() {
-  cs_tok=$1 cs_cg=$2 cs_own=$3 cs_t0=${4:-0} cs_seedids=$5 cs_grace=${6:-1} cs_pre=" $7 "
-  cs_mark=` + RunMarkerEnv + ` cs_nulok=
+cs_exclude() {
+  # Never members: pid 1, the killing shell and its ancestors, the seeds.
+  # Built-ins only; each stat costs a read per byte, so cs_kill walks the
+  # ancestors only when it needs the list (not when an emptied cgroup ends
+  # the kill).
   cs_excl=" 1 " cs_p=$$
   while [ -n "$cs_p" ] && [ "$cs_p" -gt 1 ] 2>/dev/null; do
     cs_excl="$cs_excl$cs_p "
@@ -237,6 +244,10 @@ cs_kill() {
     cs_p=$cs_pp
   done
   for cs_p in $cs_seedids; do cs_excl="$cs_excl$cs_p "; done
+}
+cs_kill() {
+  cs_tok=$1 cs_cg=$2 cs_own=$3 cs_t0=${4:-0} cs_seedids=$5 cs_grace=${6:-1} cs_pre=" $7 "
+  cs_mark=` + RunMarkerEnv + ` cs_nulok= cs_excl=
   # With no grace (the wrapper, once the agent exited): first stop and kill
   # what built-ins alone can find (the cgroup, groups and sessions, orphans
   # in an own process table). A fork bomb may hold every process slot, and
@@ -252,6 +263,7 @@ cs_kill() {
     # when one lives do the other rules run.
     cs_esc=
     for cs_f in $(grep -l -a -z -x -F -- "${cs_mark}=$cs_tok" /proc/[0-9]*/environ 2>/dev/null); do
+      [ -n "$cs_excl" ] || cs_exclude # before cs_p: it walks with cs_p
       cs_p=${cs_f#/proc/}; cs_p=${cs_p%/environ}
       case "$cs_excl" in *" $cs_p "*) continue ;; esac
       cs_stat /proc/$cs_p/stat || continue
@@ -260,6 +272,7 @@ cs_kill() {
     done
     [ -z "$cs_esc" ] && return 0
   fi
+  [ -n "$cs_excl" ] || cs_exclude
   [ "$cs_grace" = 0 ] && cs_rounds cs_base ""
   printf 'a\000b\000' | grep -q -a -z -x -F b 2>/dev/null && cs_nulok=1
   cs_members; cs_scan

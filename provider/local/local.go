@@ -42,6 +42,14 @@ type Options struct {
 	KillGrace time.Duration
 	// Logger receives reports of teardown problems. Default: discard.
 	Logger *slog.Logger
+	// ScriptShell is the BusyBox that runs corral's per-run scripts (the
+	// journal wrapper) in place of sh: ScriptShellAuto ("", the default)
+	// takes "busybox" from the PATH, ScriptShellOff none, anything else
+	// is a path. It is used only when it is statically linked and its sh
+	// prefers its applets (Debian's busybox-static is); otherwise the
+	// scripts run under sh. The agent itself always runs the host's
+	// programs: the wrapper is given the agent's program by absolute path.
+	ScriptShell string
 }
 
 // Provider is the local provider. Create it with New.
@@ -49,6 +57,7 @@ type Provider struct {
 	opts    Options
 	baseDir string
 	log     *slog.Logger
+	shell   string // the qualifying BusyBox of Options.ScriptShell, or ""
 
 	mu     sync.Mutex
 	states map[string]*state // by sandbox id; shared by every handle of one sandbox
@@ -84,7 +93,7 @@ func New(opts Options) (*Provider, error) {
 		}
 		opts.Dir = dir
 	}
-	return &Provider{opts: opts, baseDir: base, log: log, states: map[string]*state{}}, nil
+	return &Provider{opts: opts, baseDir: base, log: log, shell: scriptShell(opts.ScriptShell), states: map[string]*state{}}, nil
 }
 
 // Name returns "local".

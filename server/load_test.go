@@ -10,7 +10,7 @@ package server_test
 // scheduler's timer lateness, so that a failure explains itself.
 //
 //	CORRAL_LOAD_RUNS=400 CI=true go test -run TestLoadConcurrentRuns -v ./server/
-//	(CORRAL_LOAD_SQLITE_SYNC=normal: the SQLite store with synchronous normal)
+//	(CORRAL_LOAD_SQLITE_SYNC=full: the SQLite store with synchronous full)
 
 import (
 	"bufio"
@@ -120,7 +120,7 @@ func TestLoadConcurrentRuns(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		warnings := &countingHandler{}
 		ctx := testCtx(t, time.Minute)
-		// CORRAL_LOAD_SQLITE_SYNC=normal measures sqlitestore.Options.Synchronous.
+		// CORRAL_LOAD_SQLITE_SYNC=full measures sqlitestore.Options.Synchronous.
 		sq, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "corral.db"), sqlitestore.Options{Logger: slog.New(warnings),
 			Synchronous: os.Getenv("CORRAL_LOAD_SQLITE_SYNC")})
 		if err != nil {

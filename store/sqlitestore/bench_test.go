@@ -14,12 +14,12 @@ import (
 // BenchmarkRunWrites writes what a run writes (create, claim, three
 // appends, close, end, an instance, two locks) from 400 goroutines at
 // once; b.N runs in all. It reports runs/s and the writer's transactions:
-// prepared statements against text, and synchronous normal against the
-// default full.
+// prepared statements against text, and synchronous full against the
+// default normal.
 func BenchmarkRunWrites(b *testing.B) {
 	b.Run("prepared", func(b *testing.B) { benchRunWrites(b, true, "") })
 	b.Run("text", func(b *testing.B) { benchRunWrites(b, false, "") })
-	b.Run("prepared-normal", func(b *testing.B) { benchRunWrites(b, true, "normal") })
+	b.Run("prepared-full", func(b *testing.B) { benchRunWrites(b, true, "full") })
 }
 
 func benchRunWrites(b *testing.B, prepared bool, synchronous string) {

@@ -56,13 +56,15 @@ type Options struct {
 	// racing for the file's lock back off in sleeps of up to 100 ms
 	// (other processes still meet the busy timeout).
 	MaxOpenConns int
-	// Synchronous is SQLite's synchronous setting: "full" (the default:
-	// a COMMIT returns once the write-ahead log is on disk, so nothing
-	// answered is lost even on power loss) or "normal" (the log is synced
-	// at checkpoints only: a power loss or OS crash may lose the last
-	// commits, never the database's consistency; a crash of corral alone
-	// loses nothing). "normal" makes each COMMIT far cheaper, which is
-	// what bounds the embedded store's writes per second.
+	// Synchronous is SQLite's synchronous setting: "normal" (the default:
+	// the write-ahead log is synced at checkpoints only, so a power loss
+	// or OS crash may lose the last commits, never the database's
+	// consistency; a crash of corral alone loses nothing) or "full" (a
+	// COMMIT returns once the log is on disk, so nothing answered is lost
+	// even on power loss, at about ten times the cost of each COMMIT,
+	// which is what bounds the embedded store's writes per second and a
+	// short run's latency). A run's journal in its sandbox outlives a lost
+	// commit: a takeover re-reads it and appends what the log lacks.
 	Synchronous string
 	// Now is the clock by which checkpoint writer leases expire and
 	// checkpoints without a CreatedAt are stamped; nil means time.Now.
@@ -120,9 +122,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	var syncMode string
 	switch strings.ToLower(opts.Synchronous) {
-	case "", "full":
+	case "full":
 		syncMode = "FULL"
-	case "normal":
+	case "", "normal":
 		syncMode = "NORMAL"
 	default:
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, path, "sqlite: synchronous %q: want full or normal", opts.Synchronous)

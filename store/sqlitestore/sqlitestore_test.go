@@ -189,12 +189,12 @@ func TestLogSizeMigration(t *testing.T) {
 }
 
 // TestSynchronous: Options.Synchronous sets PRAGMA synchronous on every
-// connection (FULL by default); an unknown value is refused.
+// connection (NORMAL by default); an unknown value is refused.
 func TestSynchronous(t *testing.T) {
 	for _, tc := range []struct {
 		opt  string
 		want int
-	}{{"", 2}, {"full", 2}, {"FULL", 2}, {"normal", 1}} {
+	}{{"", 1}, {"full", 2}, {"FULL", 2}, {"normal", 1}} {
 		s, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "corral.db"), sqlitestore.Options{Synchronous: tc.opt})
 		if err != nil {
 			t.Fatal(err)

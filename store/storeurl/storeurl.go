@@ -3,7 +3,7 @@
 //
 //	memory:                        in-process (store/memstore); also memory://
 //	sqlite:PATH                    one SQLite file (store/sqlitestore); also sqlite://PATH
-//	sqlite://PATH?synchronous=normal   the same with sqlitestore.Options.Synchronous
+//	sqlite://PATH?synchronous=full     the same with sqlitestore.Options.Synchronous
 //	PATH                           a bare file path, the same as sqlite:PATH
 //	postgres://USER:PASS@HOST/DB   PostgreSQL (store/pgstore); also postgresql://
 //
@@ -48,7 +48,7 @@ type Target struct {
 	// Path is the SQLite database file (Kind SQLite only).
 	Path string
 	// Synchronous is the SQLite synchronous setting the URL asks for
-	// ("" the store's default, full; or normal).
+	// ("" the store's default, normal; or full).
 	Synchronous string
 	// url is the PostgreSQL URL as given, password included.
 	url string

@@ -1,0 +1,520 @@
+//go:build peerbench
+
+package peer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/api"
+	"github.com/d10ffeed/corral/client"
+	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/store"
+)
+
+// env is what both sides are run with.
+type env struct {
+	dir        string
+	corralBin  string
+	peerBin    string // the native sandbox-agent server
+	npmBin     string // PEER_NPM_DIR/node_modules/.bin (the ACP adapters)
+	agentsBin  string // CORRAL_AGENTS_DIR/node_modules/.bin (claude, codex)
+	claude     string
+	codex      string
+	runs       int
+	workCwd    string
+	corralCfg  string
+	corralEnvs []string
+}
+
+const benchKey = "sk-peer-bench-fake-key"
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	e := &env{dir: t.TempDir(), runs: 10}
+	if v, err := strconv.Atoi(os.Getenv("PEER_RUNS")); err == nil && v > 0 {
+		e.runs = v
+	}
+	e.corralBin = os.Getenv("CORRAL_BIN")
+	npm := os.Getenv("PEER_NPM_DIR")
+	if e.corralBin == "" || npm == "" {
+		t.Fatal("set CORRAL_BIN and PEER_NPM_DIR (bench/peer/run.sh does)")
+	}
+	e.npmBin = filepath.Join(npm, "node_modules", ".bin")
+	e.peerBin = filepath.Join(npm, "node_modules", "@sandbox-agent", "cli-linux-x64", "bin", "sandbox-agent")
+	agents := os.Getenv("CORRAL_AGENTS_DIR")
+	if agents == "" {
+		agents = "/opt/corral-agents"
+	}
+	e.agentsBin = filepath.Join(agents, "node_modules", ".bin")
+	e.claude = filepath.Join(e.agentsBin, "claude")
+	e.codex = filepath.Join(e.agentsBin, "codex")
+	for _, p := range []string{e.corralBin, e.peerBin, e.claude, e.codex} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("missing %s (run bench/peer/run.sh; the agent CLIs come from scripts/setup-agents.sh)", p)
+		}
+	}
+	e.workCwd = filepath.Join(e.dir, "work")
+	if err := os.MkdirAll(e.workCwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// baseEnv is the environment of a daemon: its own HOME, the fake keys,
+// the CLIs' quiet switches, the adapters and CLIs on PATH.
+func (e *env) baseEnv(home string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "HOME", "PATH", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "HOME="+home,
+		"PATH="+e.npmBin+":"+e.agentsBin+":"+os.Getenv("PATH"),
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1")
+}
+
+func mkdir(t *testing.T, parts ...string) string {
+	t.Helper()
+	p := filepath.Join(parts...)
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startCorral starts "corral serve" on local + SQLite in dir (the same
+// store when called again with the same dir).
+func (e *env) startCorral(t *testing.T, dir string, port int) (*daemon, *client.Client) {
+	t.Helper()
+	cfg := filepath.Join(dir, "corral.yaml")
+	if _, err := os.Stat(cfg); err != nil {
+		yaml := fmt.Sprintf(`id: bench
+provider:
+  name: local
+  local: {baseDir: %s}
+workspace:
+  secrets:
+    ANTHROPIC_API_KEY: {env: PEER_BENCH_KEY}
+    OPENAI_API_KEY: {env: PEER_BENCH_KEY}
+`, mkdir(t, dir, "sandboxes"))
+		if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := mkdir(t, dir, "home")
+	envs := append(e.baseEnv(home), "PEER_BENCH_KEY="+benchKey, "XDG_STATE_HOME="+dir, "CORRAL_LEASE_TTL=1s")
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	d := startDaemon(t, "corral", dir, url, "/v1/runs", e.corralBin,
+		[]string{"serve", "--no-auth", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--store", "sqlite:" + filepath.Join(dir, "corral.db"), "--config", cfg}, envs)
+	c, err := client.New(url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, c
+}
+
+// startPeer starts "sandbox-agent server" with the model at modelURL (an
+// ACP adapter takes its endpoint from the environment).
+func (e *env) startPeer(t *testing.T, dir string, port int, model *fakemodel.Server) *daemon {
+	t.Helper()
+	home := mkdir(t, dir, "home")
+	codexHome := mkdir(t, home, ".codex")
+	toml := fmt.Sprintf(`model = %q
+model_provider = "fake"
+
+[model_providers.fake]
+name = "fake"
+base_url = %q
+wire_api = "responses"
+env_key = "OPENAI_API_KEY"
+supports_websockets = false
+`, fakemodel.ModelID, model.OpenAIURL())
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	envs := append(e.baseEnv(home), "ANTHROPIC_BASE_URL="+model.URL, "ANTHROPIC_API_KEY="+benchKey,
+		"OPENAI_API_KEY="+benchKey, "CODEX_HOME="+codexHome, "SANDBOX_AGENT_LOG_STDOUT=1",
+		// Claude Code refuses the adapter's --allow-dangerously-skip-permissions
+		// as root unless told it is in a sandbox (corral's harness sets the same).
+		"IS_SANDBOX=1")
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	return startDaemon(t, "sandbox-agent", dir, url, "/v1/health", e.peerBin,
+		[]string{"server", "--no-token", "--no-telemetry", "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, envs)
+}
+
+// chatScript is what the model says in the latency cases: a short answer
+// per turn, at once (no delay), so the figures are the systems' own.
+func chatScript() fakemodel.Script {
+	var turns []fakemodel.Turn
+	for i := 1; i <= 8; i++ {
+		turns = append(turns, fakemodel.Turn{Text: fmt.Sprintf("Answer %d from the scripted model.", i)})
+	}
+	return fakemodel.Script{Turns: turns}
+}
+
+// slowScript is the kill case's answer: 40 lines streamed 25 ms apart.
+func slowScript() fakemodel.Script {
+	var b strings.Builder
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&b, "Line %02d of the answer.\n", i)
+	}
+	return fakemodel.Script{Turns: []fakemodel.Turn{{Text: b.String()}}, Delay: 25 * time.Millisecond, ChunkSize: 12}
+}
+
+// cell is one side's figure for one row.
+type cell struct {
+	firsts, dones []time.Duration
+	text          string // set instead of durations: a measured verdict, or n/a
+	err           error
+}
+
+func (c *cell) String() string {
+	switch {
+	case c.err != nil:
+		return "n/a (" + oneLine(c.err.Error()) + ")"
+	case c.text != "":
+		return c.text
+	case len(c.dones) > 0:
+		return ms(median(c.firsts)) + " / " + ms(median(c.dones))
+	default:
+		return ms(median(c.firsts))
+	}
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return tail(s, 160)
+}
+
+// TestPeerTable runs every case, corral and sandbox-agent alternating,
+// and prints the table of medians.
+func TestPeerTable(t *testing.T) {
+	e := setup(t)
+	model := fakemodel.New(t, chatScript())
+	cd, cc := e.startCorral(t, mkdir(t, e.dir, "corral"), freePort(t))
+	pd := e.startPeer(t, mkdir(t, e.dir, "peer"), freePort(t), model)
+
+	type row struct {
+		name         string
+		corral, peer *cell
+	}
+	var rows []row
+	alternate := func(name string, c func(i int) (time.Duration, time.Duration, error), p func(i int) (time.Duration, time.Duration, error), withDone bool) {
+		r := row{name: name, corral: &cell{}, peer: &cell{}}
+		for i := 0; i < e.runs; i++ {
+			for _, side := range []struct {
+				c  *cell
+				fn func(int) (time.Duration, time.Duration, error)
+			}{{r.corral, c}, {r.peer, p}} {
+				if side.c.err != nil {
+					continue
+				}
+				first, done, err := side.fn(i)
+				if err != nil {
+					t.Logf("%s: %v", name, err)
+					side.c.err = err
+					continue
+				}
+				side.c.firsts = append(side.c.firsts, first)
+				if withDone {
+					side.c.dones = append(side.c.dones, done)
+				}
+			}
+		}
+		t.Logf("%s: corral %s, sandbox-agent %s", name, r.corral, r.peer)
+		rows = append(rows, r)
+	}
+
+	// 1. A plain command: echo hi.
+	_, _, _ = corralPlain(cc, "plain") // the thread's sandbox exists: a chat's next command
+	alternate("plain command: first output / done after the request",
+		func(int) (time.Duration, time.Duration, error) { return corralPlain(cc, "plain") },
+		func(int) (time.Duration, time.Duration, error) { return peerPlain(pd.url) }, true)
+
+	// 2, 3. Claude Code: a thread's first turn, then its next.
+	claudeOpts := map[string]string{"executable": e.claude, "baseURL": model.URL}
+	var nextC, nextP []time.Duration
+	var nextCErr, nextPErr error
+	alternate("Claude Code, first turn: first text",
+		func(i int) (time.Duration, time.Duration, error) {
+			th := fmt.Sprintf("claude-%d", i)
+			d, err := corralAgent(cc, api.StartRun{Thread: th, Harness: "claude-code", Model: "claude-sonnet-4-5", Auth: "api-key", Options: claudeOpts, Prompt: "Say something."})
+			if err != nil {
+				return 0, 0, err
+			}
+			d2, err := corralAgent(cc, api.StartRun{Thread: th, Harness: "claude-code", Model: "claude-sonnet-4-5", Auth: "api-key", Options: claudeOpts, Prompt: "Say more."})
+			if err != nil {
+				nextCErr = err
+			} else {
+				nextC = append(nextC, d2)
+			}
+			return d, 0, nil
+		},
+		func(i int) (time.Duration, time.Duration, error) {
+			d, d2, err := peerTurns(pd.url, fmt.Sprintf("claude-%d", i), "claude", e.workCwd, 2)
+			if err != nil {
+				return 0, 0, err
+			}
+			if d2 < 0 {
+				nextPErr = errors.New("the next turn failed")
+			} else {
+				nextP = append(nextP, d2)
+			}
+			return d, 0, nil
+		}, false)
+	rows = append(rows, row{name: "Claude Code, next turn in the same thread: first text",
+		corral: &cell{firsts: nextC, err: errIfEmpty(nextC, nextCErr)}, peer: &cell{firsts: nextP, err: errIfEmpty(nextP, nextPErr)}})
+	t.Logf("next turn: corral %s, sandbox-agent %s", rows[len(rows)-1].corral, rows[len(rows)-1].peer)
+
+	// 4. Codex: one turn.
+	codexOpts := map[string]string{"executable": e.codex, "baseURL": model.OpenAIURL()}
+	alternate("Codex turn: first text",
+		func(i int) (time.Duration, time.Duration, error) {
+			d, err := corralAgent(cc, api.StartRun{Thread: fmt.Sprintf("codex-%d", i), Harness: "codex", Model: fakemodel.ModelID, Options: codexOpts, Prompt: "Say something."})
+			return d, 0, err
+		},
+		func(i int) (time.Duration, time.Duration, error) {
+			d, _, err := peerTurns(pd.url, fmt.Sprintf("codex-%d", i), "codex", e.workCwd, 1)
+			return d, 0, err
+		}, false)
+
+	// 5. Resident memory at idle, after the runs.
+	time.Sleep(2 * time.Second)
+	rows = append(rows, row{name: "server resident memory (idle, after the runs)",
+		corral: &cell{text: memText(cd.cmd.Process.Pid)}, peer: &cell{text: memText(pd.cmd.Process.Pid)}})
+
+	// 6. SIGKILL of the server mid-answer, then a restart.
+	slow := fakemodel.New(t, slowScript())
+	rows = append(rows, row{name: "server SIGKILLed mid-answer, restarted: what happens",
+		corral: &cell{text: corralKill(t, e, slow)}, peer: &cell{text: peerKill(t, e, slow)}})
+
+	if os.Getenv("PEER_DEBUG") != "" {
+		t.Logf("sandbox-agent log:\n%s", pd.logTail())
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nmedians of %d runs each, alternating corral / sandbox-agent, one client clock\n\n", e.runs)
+	b.WriteString("| case | corral | sandbox-agent |\n|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.name, r.corral, r.peer)
+	}
+	fmt.Print(b.String())
+	if out := os.Getenv("PEER_TABLE_OUT"); out != "" {
+		_ = os.WriteFile(out, []byte(b.String()), 0o644)
+	}
+}
+
+func errIfEmpty(ds []time.Duration, err error) error {
+	if len(ds) == 0 {
+		if err == nil {
+			err = errors.New("no run")
+		}
+		return err
+	}
+	return nil
+}
+
+func memText(pid int) string {
+	kb := rssKB(pid)
+	tree, n := treeRSSKB(pid)
+	s := fmt.Sprintf("%.1f MB", float64(kb)/1024)
+	if n > 0 {
+		s += fmt.Sprintf(" (+ %.1f MB in %d processes it keeps)", float64(tree)/1024, n)
+	}
+	return s
+}
+
+// corralPlain runs echo hi and times the first output and the end.
+func corralPlain(c *client.Client, thread string) (time.Duration, time.Duration, error) {
+	ctx, cancel := withTimeout()
+	defer cancel()
+	t0 := time.Now()
+	r, err := c.Start(ctx, api.StartRun{Thread: thread, Args: []string{"echo", "hi"}})
+	if err != nil {
+		return 0, 0, err
+	}
+	var first time.Duration
+	err = c.Events(ctx, r.ID, 0, func(ev store.Event) error {
+		if first == 0 && ev.Type == "TEXT_MESSAGE_CONTENT" {
+			first = time.Since(t0)
+		}
+		return nil
+	})
+	done := time.Since(t0)
+	if err == nil && first == 0 {
+		err = errors.New("no output")
+	}
+	return first, done, err
+}
+
+// corralAgent starts an agent run and times its first text; it returns
+// once the run has ended.
+func corralAgent(c *client.Client, req api.StartRun) (time.Duration, error) {
+	ctx, cancel := withTimeout()
+	defer cancel()
+	t0 := time.Now()
+	r, err := c.Start(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	var first time.Duration
+	var failed string
+	err = c.Events(ctx, r.ID, 0, func(ev store.Event) error {
+		if first == 0 && ev.Type == "TEXT_MESSAGE_CONTENT" {
+			first = time.Since(t0)
+		}
+		if ev.Type == "RUN_ERROR" {
+			failed = string(ev.Data)
+		}
+		return nil
+	})
+	if err == nil && failed != "" {
+		se, _ := c.Stderr(ctx, r.ID)
+		err = errors.New("run failed: " + failed + "; stderr: " + tail(se, 600))
+	}
+	if err == nil && first == 0 {
+		err = errors.New("no text")
+	}
+	return first, err
+}
+
+// peerPlain starts echo hi through the process API, follows its log
+// stream to the first output, and polls the process to its exit (the
+// log stream stays open after the exit, and no exit event is sent).
+func peerPlain(base string) (time.Duration, time.Duration, error) {
+	ctx, cancel := withTimeout()
+	defer cancel()
+	t0 := time.Now()
+	var info struct {
+		ID string `json:"id"`
+	}
+	if err := postJSON(ctx, base+"/v1/processes", map[string]any{"command": "echo", "args": []string{"hi"}}, &info); err != nil {
+		return 0, 0, err
+	}
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+"/v1/processes/"+info.ID+"/logs?follow=true", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 4096)
+	var got strings.Builder
+	var first time.Duration
+	for first == 0 {
+		n, err := resp.Body.Read(buf)
+		got.Write(buf[:n])
+		if strings.Contains(got.String(), `"stream":"stdout"`) {
+			first = time.Since(t0)
+		}
+		if err != nil && first == 0 {
+			return 0, 0, fmt.Errorf("log stream: %w", err)
+		}
+	}
+	scancel()
+	for {
+		var st struct {
+			Status string `json:"status"`
+		}
+		if err := getJSON(ctx, base+"/v1/processes/"+info.ID, &st); err != nil {
+			return 0, 0, err
+		}
+		if st.Status == "exited" {
+			return first, time.Since(t0), nil
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
+}
+
+// peerTurns opens an ACP connection to agent on a fresh server id and
+// prompts turns times on one session: the first turn's first text is
+// timed from the connection's first request (which starts the adapter),
+// the second's from its prompt (-1 when it failed).
+func peerTurns(base, server, agent, cwd string, turns int) (time.Duration, time.Duration, error) {
+	ctx, cancel := withTimeout()
+	defer cancel()
+	c := newACP(base, fmt.Sprintf("%s-%d", server, time.Now().UnixNano()), agent)
+	defer c.close()
+	var mu sync.Mutex
+	var t0 time.Time
+	var first time.Duration
+	c.setOnUpdate(func(kind string, _ json.RawMessage) {
+		mu.Lock()
+		defer mu.Unlock()
+		if kind == "agent_message_chunk" && first == 0 {
+			first = time.Since(t0)
+		}
+	})
+	reset := func() {
+		mu.Lock()
+		t0, first = time.Now(), 0
+		mu.Unlock()
+	}
+	got := func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return first
+	}
+	reset()
+	sess, err := c.open(ctx, cwd)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := c.prompt(ctx, sess, "Say something."); err != nil {
+		return 0, 0, err
+	}
+	d1 := got()
+	if d1 == 0 {
+		return 0, 0, errors.New("no agent_message_chunk")
+	}
+	if turns < 2 {
+		return d1, 0, nil
+	}
+	reset()
+	if _, err := c.prompt(ctx, sess, "Say more."); err != nil || got() == 0 {
+		return d1, -1, nil
+	}
+	return d1, got(), nil
+}
+
+func postJSON(ctx context.Context, u string, body, out any) error {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(string(b)))
+	req.Header.Set("Content-Type", "application/json")
+	return doJSON(req, out)
+}
+
+func getJSON(ctx context.Context, u string, out any) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	return doJSON(req, out)
+}
+
+func doJSON(req *http.Request, out any) error {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var p map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&p)
+		return fmt.Errorf("%s %s: HTTP %d %v", req.Method, req.URL.Path, resp.StatusCode, p)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}

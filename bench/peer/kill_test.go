@@ -46,7 +46,7 @@ func corralKill(t *testing.T, e *env, slow *fakemodel.Server) string {
 	ctx, cancel := withTimeout()
 	defer cancel()
 	r, err := c.Start(ctx, api.StartRun{Thread: "kill", Harness: "claude-code", Model: "claude-sonnet-4-5", Auth: "api-key",
-		Options: map[string]string{"executable": e.claude, "baseURL": slow.URL}, Prompt: "Explain at length."})
+		Options: map[string]string{"executable": e.claude, "baseURL": slow.URL, "isSandbox": "true"}, Prompt: "Explain at length."})
 	if err != nil {
 		return "n/a (start: " + oneLine(err.Error()) + ")"
 	}

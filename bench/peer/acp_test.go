@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,10 @@ type acpConn struct {
 	onUpdate func(kind string, update json.RawMessage)
 	stop     context.CancelFunc
 	sseDone  chan struct{}
+	// deleteStatus and deleteTook: how close's DELETE went (0: no answer
+	// within deleteWait).
+	deleteStatus int
+	deleteTook   time.Duration
 }
 
 type rpcReply struct {
@@ -275,14 +280,26 @@ func (c *acpConn) setOnUpdate(fn func(kind string, update json.RawMessage)) {
 // close ends the connection (DELETE stops the adapter; like the SDK it
 // waits 2 s at most for the answer) and its stream.
 func (c *acpConn) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), deleteWait)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, c.url(false), nil)
+	t0 := time.Now()
 	if resp, err := c.hc.Do(req); err == nil {
 		resp.Body.Close()
+		c.deleteStatus = resp.StatusCode
 	}
+	c.deleteTook = time.Since(t0)
 	if c.stop != nil {
 		c.stop()
 		<-c.sseDone
 	}
 }
+
+// deleteWait bounds the DELETE of a connection: the SDK's 2 s
+// (PEER_DELETE_WAIT overrides it, to see what a longer wait changes).
+var deleteWait = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("PEER_DELETE_WAIT")); err == nil {
+		return d
+	}
+	return 2 * time.Second
+}()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -309,10 +310,15 @@ func TestPeerTable(t *testing.T) {
 			}, false)
 	}
 
-	// 5. Resident memory at idle, after the runs.
-	time.Sleep(2 * time.Second)
+	// 5. Resident memory at idle, after the runs (PEER_IDLE, default 2s).
+	idle := 2 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("PEER_IDLE")); err == nil {
+		idle = v
+	}
+	time.Sleep(idle)
+	t.Logf("sandbox-agent DELETE of its connections: %s", &deletes)
 	rows = append(rows, row{name: "server resident memory (idle, after the runs)",
-		corral: &cell{text: memText(cd.cmd.Process.Pid)}, peer: &cell{text: memText(pd.cmd.Process.Pid)}})
+		corral: &cell{text: memText(cd.cmd.Process.Pid)}, peer: &cell{text: memText(pd.cmd.Process.Pid) + "; DELETE of its connections: " + deletes.String()}})
 
 	// 6. SIGKILL of the server mid-answer, then a restart.
 	if want("kill") {
@@ -334,6 +340,40 @@ func TestPeerTable(t *testing.T) {
 	if out := os.Getenv("PEER_TABLE_OUT"); out != "" {
 		_ = os.WriteFile(out, []byte(b.String()), 0o644)
 	}
+}
+
+// deletes tallies how the peer's connections' DELETEs went.
+var deletes deleteTally
+
+type deleteTally struct {
+	mu       sync.Mutex
+	byStatus map[int]int
+	longest  time.Duration
+}
+
+func (d *deleteTally) add(status int, took time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.byStatus == nil {
+		d.byStatus = map[int]int{}
+	}
+	d.byStatus[status]++
+	d.longest = max(d.longest, took)
+}
+
+func (d *deleteTally) String() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var parts []string
+	for st, n := range d.byStatus {
+		if st == 0 {
+			parts = append(parts, fmt.Sprintf("%d unanswered within %s", n, deleteWait))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d answered %d", n, st))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ") + fmt.Sprintf(" (longest %s)", ms(d.longest))
 }
 
 func errIfEmpty(ds []time.Duration, err error) error {
@@ -468,7 +508,10 @@ func peerTurns(base, server, agent, cwd string, turns int) (time.Duration, time.
 	ctx, cancel := withTimeout()
 	defer cancel()
 	c := newACP(base, fmt.Sprintf("%s-%d", server, time.Now().UnixNano()), agent)
-	defer c.close()
+	defer func() {
+		c.close()
+		deletes.add(c.deleteStatus, c.deleteTook)
+	}()
 	var mu sync.Mutex
 	var t0 time.Time
 	var first time.Duration

@@ -4,7 +4,6 @@ package peer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,7 +19,6 @@ import (
 	"github.com/d10ffeed/corral/api"
 	"github.com/d10ffeed/corral/client"
 	"github.com/d10ffeed/corral/internal/fakemodel"
-	"github.com/d10ffeed/corral/store"
 )
 
 // env is what both sides are run with.
@@ -226,6 +224,10 @@ func TestPeerTable(t *testing.T) {
 		corral, peer *cell
 	}
 	var rows []row
+	// ctx is the hang guard of the operation being measured (alternate
+	// makes a fresh one for each).
+	ctx, cancel := withTimeout()
+	defer cancel()
 	alternate := func(name string, c func(i int) (time.Duration, time.Duration, error), p func(i int) (time.Duration, time.Duration, error), withDone bool) {
 		r := row{name: name, corral: &cell{}, peer: &cell{}}
 		for i := 0; i < e.runs; i++ {
@@ -236,7 +238,10 @@ func TestPeerTable(t *testing.T) {
 				if side.c.err != nil {
 					continue
 				}
+				var cancel context.CancelFunc
+				ctx, cancel = withTimeout()
 				first, done, err := side.fn(i)
+				cancel()
 				if err != nil {
 					t.Logf("%s: %v", name, err)
 					side.c.err = err
@@ -260,10 +265,10 @@ func TestPeerTable(t *testing.T) {
 
 	// 1. A plain command: echo hi.
 	if want("plain") {
-		_, _, _ = corralPlain(cc, "plain") // the thread's sandbox exists: a chat's next command
+		_, _, _ = corralPlain(ctx, cc, "plain") // the thread's sandbox exists: a chat's next command
 		alternate("plain command: first output / done after the request",
-			func(int) (time.Duration, time.Duration, error) { return corralPlain(cc, "plain") },
-			func(int) (time.Duration, time.Duration, error) { return peerPlain(pd.url) }, true)
+			func(int) (time.Duration, time.Duration, error) { return corralPlain(ctx, cc, "plain") },
+			func(int) (time.Duration, time.Duration, error) { return peerPlain(ctx, pd.url) }, true)
 	}
 
 	// 2, 3. Claude Code: a thread's first turn, then its next.
@@ -276,11 +281,11 @@ func TestPeerTable(t *testing.T) {
 		alternate("Claude Code, first turn: first text",
 			func(i int) (time.Duration, time.Duration, error) {
 				th := fmt.Sprintf("claude-%d", i)
-				d, err := corralAgent(cc, api.StartRun{Thread: th, Harness: "claude-code", Model: "claude-sonnet-4-5", Auth: "api-key", Options: claudeOpts, Prompt: "Say something."})
+				d, err := corralAgent(ctx, cc, api.StartRun{Thread: th, Harness: "claude-code", Model: "claude-sonnet-4-5", Auth: "api-key", Options: claudeOpts, Prompt: "Say something."})
 				if err != nil {
 					return 0, 0, err
 				}
-				d2, err := corralAgent(cc, api.StartRun{Thread: th, Harness: "claude-code", Model: "claude-sonnet-4-5", Auth: "api-key", Options: claudeOpts, Prompt: "Say more."})
+				d2, err := corralAgent(ctx, cc, api.StartRun{Thread: th, Harness: "claude-code", Model: "claude-sonnet-4-5", Auth: "api-key", Options: claudeOpts, Prompt: "Say more."})
 				if err != nil {
 					nextCErr = err
 				} else {
@@ -289,7 +294,7 @@ func TestPeerTable(t *testing.T) {
 				return d, 0, nil
 			},
 			func(i int) (time.Duration, time.Duration, error) {
-				d, d2, err := peerTurns(pd.url, fmt.Sprintf("claude-%d", i), "claude", e.workCwd, 2)
+				d, d2, err := peerTurns(ctx, pd.url, fmt.Sprintf("claude-%d", i), "claude", e.workCwd, 2)
 				if err != nil {
 					return 0, 0, err
 				}
@@ -310,11 +315,11 @@ func TestPeerTable(t *testing.T) {
 		codexOpts := map[string]string{"executable": e.codex, "baseURL": model.OpenAIURL()}
 		alternate("Codex turn: first text",
 			func(i int) (time.Duration, time.Duration, error) {
-				d, err := corralAgent(cc, api.StartRun{Thread: fmt.Sprintf("codex-%d", i), Harness: "codex", Model: fakemodel.ModelID, Options: codexOpts, Prompt: "Say something."})
+				d, err := corralAgent(ctx, cc, api.StartRun{Thread: fmt.Sprintf("codex-%d", i), Harness: "codex", Model: fakemodel.ModelID, Options: codexOpts, Prompt: "Say something."})
 				return d, 0, err
 			},
 			func(i int) (time.Duration, time.Duration, error) {
-				d, _, err := peerTurns(pd.url, fmt.Sprintf("codex-%d", i), "codex", e.workCwd, 1)
+				d, _, err := peerTurns(ctx, pd.url, fmt.Sprintf("codex-%d", i), "codex", e.workCwd, 1)
 				return d, 0, err
 			}, false)
 	}
@@ -407,188 +412,4 @@ func memText(pid int) string {
 		s += fmt.Sprintf(" (+ %.1f MB in %d child processes still alive)", float64(tree)/1024, n)
 	}
 	return s
-}
-
-// corralPlain runs echo hi and times the first output and the end.
-func corralPlain(c *client.Client, thread string) (time.Duration, time.Duration, error) {
-	ctx, cancel := withTimeout()
-	defer cancel()
-	t0 := time.Now()
-	r, err := c.Start(ctx, api.StartRun{Thread: thread, Args: []string{"echo", "hi"}})
-	if err != nil {
-		return 0, 0, err
-	}
-	var first time.Duration
-	err = c.Events(ctx, r.ID, 0, func(ev store.Event) error {
-		if first == 0 && ev.Type == "TEXT_MESSAGE_CONTENT" {
-			first = time.Since(t0)
-		}
-		return nil
-	})
-	done := time.Since(t0)
-	if err == nil && first == 0 {
-		err = errors.New("no output")
-	}
-	return first, done, err
-}
-
-// corralAgent starts an agent run and times its first text; it returns
-// once the run has ended.
-func corralAgent(c *client.Client, req api.StartRun) (time.Duration, error) {
-	ctx, cancel := withTimeout()
-	defer cancel()
-	t0 := time.Now()
-	r, err := c.Start(ctx, req)
-	if err != nil {
-		return 0, err
-	}
-	var first time.Duration
-	var failed string
-	err = c.Events(ctx, r.ID, 0, func(ev store.Event) error {
-		if first == 0 && ev.Type == "TEXT_MESSAGE_CONTENT" {
-			first = time.Since(t0)
-		}
-		if ev.Type == "RUN_ERROR" {
-			failed = string(ev.Data)
-		}
-		return nil
-	})
-	if err == nil && failed != "" {
-		se, _ := c.Stderr(ctx, r.ID)
-		err = errors.New("run failed: " + failed + "; stderr: " + tail(se, 600))
-	}
-	if err == nil && first == 0 {
-		err = errors.New("no text")
-	}
-	return first, err
-}
-
-// peerPlain starts echo hi through the process API, follows its log
-// stream to the first output, and polls the process to its exit (the
-// log stream stays open after the exit, and no exit event is sent).
-func peerPlain(base string) (time.Duration, time.Duration, error) {
-	ctx, cancel := withTimeout()
-	defer cancel()
-	t0 := time.Now()
-	var info struct {
-		ID string `json:"id"`
-	}
-	if err := postJSON(ctx, base+"/v1/processes", map[string]any{"command": "echo", "args": []string{"hi"}}, &info); err != nil {
-		return 0, 0, err
-	}
-	sctx, scancel := context.WithCancel(ctx)
-	defer scancel()
-	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+"/v1/processes/"+info.ID+"/logs?follow=true", nil)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	buf := make([]byte, 4096)
-	var got strings.Builder
-	var first time.Duration
-	for first == 0 {
-		n, err := resp.Body.Read(buf)
-		got.Write(buf[:n])
-		if strings.Contains(got.String(), `"stream":"stdout"`) {
-			first = time.Since(t0)
-		}
-		if err != nil && first == 0 {
-			return 0, 0, fmt.Errorf("log stream: %w", err)
-		}
-	}
-	scancel()
-	for {
-		var st struct {
-			Status string `json:"status"`
-		}
-		if err := getJSON(ctx, base+"/v1/processes/"+info.ID, &st); err != nil {
-			return 0, 0, err
-		}
-		if st.Status == "exited" {
-			return first, time.Since(t0), nil
-		}
-		time.Sleep(500 * time.Microsecond)
-	}
-}
-
-// peerTurns opens an ACP connection to agent on a fresh server id and
-// prompts turns times on one session: the first turn's first text is
-// timed from the connection's first request (which starts the adapter),
-// the second's from its prompt (-1 when it failed).
-func peerTurns(base, server, agent, cwd string, turns int) (time.Duration, time.Duration, error) {
-	ctx, cancel := withTimeout()
-	defer cancel()
-	c := newACP(base, fmt.Sprintf("%s-%d", server, time.Now().UnixNano()), agent)
-	defer func() {
-		c.close()
-		deletes.add(c.deleteStatus, c.deleteTook)
-	}()
-	var mu sync.Mutex
-	var t0 time.Time
-	var first time.Duration
-	c.setOnUpdate(func(kind string, _ json.RawMessage) {
-		mu.Lock()
-		defer mu.Unlock()
-		if kind == "agent_message_chunk" && first == 0 {
-			first = time.Since(t0)
-		}
-	})
-	reset := func() {
-		mu.Lock()
-		t0, first = time.Now(), 0
-		mu.Unlock()
-	}
-	got := func() time.Duration {
-		mu.Lock()
-		defer mu.Unlock()
-		return first
-	}
-	reset()
-	sess, err := c.open(ctx, cwd)
-	if err != nil {
-		return 0, 0, err
-	}
-	if _, err := c.prompt(ctx, sess, "Say something."); err != nil {
-		return 0, 0, err
-	}
-	d1 := got()
-	if d1 == 0 {
-		return 0, 0, errors.New("no agent_message_chunk")
-	}
-	if turns < 2 {
-		return d1, 0, nil
-	}
-	reset()
-	if _, err := c.prompt(ctx, sess, "Say more."); err != nil || got() == 0 {
-		return d1, -1, nil
-	}
-	return d1, got(), nil
-}
-
-func postJSON(ctx context.Context, u string, body, out any) error {
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(string(b)))
-	req.Header.Set("Content-Type", "application/json")
-	return doJSON(req, out)
-}
-
-func getJSON(ctx context.Context, u string, out any) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	return doJSON(req, out)
-}
-
-func doJSON(req *http.Request, out any) error {
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var p map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&p)
-		return fmt.Errorf("%s %s: HTTP %d %v", req.Method, req.URL.Path, resp.StatusCode, p)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
 }

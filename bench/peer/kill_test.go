@@ -161,9 +161,18 @@ func peerKill(t *testing.T, e *env, slow *fakemodel.Server) string {
 	body := `{"jsonrpc":"2.0","id":99,"method":"session/prompt","params":{"sessionId":"` + sess + `","prompt":[{"type":"text","text":"Go on."}]}}`
 	preq, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/v1/acp/kill", strings.NewReader(body))
 	preq.Header.Set("Content-Type", "application/json")
+	promptAnswer := ""
 	if resp, err := http.DefaultClient.Do(preq); err == nil {
 		promptStatus = resp.StatusCode
+		var p struct {
+			Title  string `json:"title"`
+			Detail string `json:"detail"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&p)
 		resp.Body.Close()
+		if p.Title != "" || p.Detail != "" {
+			promptAnswer = " (" + oneLine(strings.TrimSpace(p.Title+": "+p.Detail)) + ")"
+		}
 	}
 	pending := "the first prompt still pending"
 	select {
@@ -179,6 +188,6 @@ func peerKill(t *testing.T, e *env, slow *fakemodel.Server) string {
 	if verdict == "all 40 lines of the answer, each once" {
 		outcome = "turn completes"
 	}
-	return fmt.Sprintf("%s: after the restart GET /v1/acp/kill → %d, a prompt on the session → %d; %s; %s after 10 s",
-		outcome, streamStatus, promptStatus, verdict, pending)
+	return fmt.Sprintf("%s: after the restart GET /v1/acp/kill → %d, a prompt on the session → %d%s; %s; %s after 10 s",
+		outcome, streamStatus, promptStatus, promptAnswer, verdict, pending)
 }

@@ -61,4 +61,5 @@ scripts/setup-postgres.sh || fail "setting up PostgreSQL failed"
 scripts/setup-agents.sh || fail "installing the agent CLIs failed"
 scripts/setup-browser.sh || fail "installing chromium failed"
 scripts/setup-k8s.sh || fail "setting up the one-node Kubernetes cluster failed"
+scripts/setup-qemu.sh || fail "setting up QEMU and the guest kernel failed"
 exit 0

@@ -18,6 +18,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -255,4 +257,34 @@ func uptime() float64 {
 	}
 	f, _ := strconv.ParseFloat(string(fs[0]), 64)
 	return f
+}
+
+// reseed mixes the host's seed into the random pool (credited) and forces
+// the kernel's generator to reseed from it. Only init does it.
+func reseed(seed []byte) {
+	if len(seed) == 0 || os.Getpid() != 1 {
+		return
+	}
+	f, err := os.OpenFile("/dev/urandom", os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	// struct rand_pool_info { int entropy_count; int buf_size; __u32 buf[]; }
+	b := make([]byte, 8+len(seed))
+	binary.NativeEndian.PutUint32(b[0:], uint32(8*len(seed)))
+	binary.NativeEndian.PutUint32(b[4:], uint32(len(seed)))
+	copy(b[8:], seed)
+	_, _, _ = unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.RNDADDENTROPY, uintptr(unsafe.Pointer(&b[0])))
+	_, _, _ = unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.RNDRESEEDCRNG, 0)
+}
+
+// setHostname sets the host name when it differs. Only init does it.
+func setHostname(h string) {
+	if h == "" || os.Getpid() != 1 {
+		return
+	}
+	if cur, _ := os.Hostname(); cur != h {
+		_ = unix.Sethostname([]byte(h))
+	}
 }

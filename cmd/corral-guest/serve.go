@@ -95,6 +95,8 @@ func (s *server) handle(m *guestproto.Msg) {
 		}
 		s.mu.Unlock()
 		stepClock(m.TimeUnixNano)
+		reseed(m.Seed)
+		setHostname(m.Hostname)
 		s.send(&guestproto.Msg{T: guestproto.HelloOK, Session: m.Session, BootID: s.bootID, Uptime: uptime()})
 		return
 	}

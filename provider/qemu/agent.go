@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -25,12 +26,12 @@ var conns = struct {
 }{m: map[string]*agentConn{}}
 
 // agentFor returns the process's connection to the agent at sock.
-func agentFor(sock, id string) *agentConn {
+func agentFor(sock, id, config string) *agentConn {
 	conns.Lock()
 	defer conns.Unlock()
 	c := conns.m[sock]
 	if c == nil {
-		c = &agentConn{sock: sock, id: id}
+		c = &agentConn{sock: sock, id: id, config: config}
 		conns.m[sock] = c
 	}
 	return c
@@ -43,15 +44,16 @@ func dropAgent(sock string) {
 	delete(conns.m, sock)
 	conns.Unlock()
 	if c != nil {
-		c.close(errors.New("sandbox destroyed"))
+		c.close(errGone)
 	}
 }
 
 // agentConn is one session with a guest agent. It reconnects lazily after
 // the connection broke.
 type agentConn struct {
-	sock string
-	id   string
+	sock   string
+	id     string
+	config string // the VM's vm.json: without it the VM is gone
 
 	mu      sync.Mutex
 	c       net.Conn
@@ -77,7 +79,10 @@ func (a *agentConn) ensure(ctx context.Context) error {
 		if c, err = d.DialContext(ctx, "unix", a.sock); err == nil {
 			break
 		}
-		if errors.Is(err, syscall.ENOENT) && ctx.Err() == nil {
+		if _, serr := os.Stat(a.config); errors.Is(serr, os.ErrNotExist) {
+			return errGone
+		}
+		if (errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)) && ctx.Err() == nil {
 			if err := sleepCtx(ctx, 20*time.Millisecond); err == nil {
 				continue
 			}
@@ -99,7 +104,10 @@ func (a *agentConn) ensure(ctx context.Context) error {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if err := a.writeLocked(&guestproto.Msg{T: guestproto.Hello, Session: a.session, TimeUnixNano: time.Now().UnixNano()}); err != nil {
+		seed := make([]byte, 32)
+		_, _ = rand.Read(seed)
+		hello := &guestproto.Msg{T: guestproto.Hello, Session: a.session, TimeUnixNano: time.Now().UnixNano(), Hostname: hostName(a.id), Seed: seed}
+		if err := a.writeLocked(hello); err != nil {
 			a.dropLocked(c, err)
 			return err
 		}
@@ -217,7 +225,7 @@ func (a *agentConn) close(err error) {
 // start starts spec in the guest and returns its stream once it runs.
 func (a *agentConn) start(ctx context.Context, op string, spec execproc.Spec) (*stream, error) {
 	if err := a.ensure(ctx); err != nil {
-		return nil, sandbox.Wrap(sandbox.Unavailable, op, a.id, err)
+		return nil, sandbox.Wrap(connCode(err), op, a.id, err)
 	}
 	s := &stream{a: a, started: make(chan struct{}), wake: make(chan struct{}, 1)}
 	a.mu.Lock()
@@ -251,7 +259,7 @@ func (a *agentConn) start(ctx context.Context, op string, spec execproc.Spec) (*
 // natively (kill(-pgid)) and waits for it to be gone.
 func (a *agentConn) kill(ctx context.Context, pid int, sig syscall.Signal, grace time.Duration) error {
 	if err := a.ensure(ctx); err != nil {
-		return sandbox.Wrap(sandbox.Unavailable, "qemu.kill", a.id, err)
+		return sandbox.Wrap(connCode(err), "qemu.kill", a.id, err)
 	}
 	ch := make(chan string, 1)
 	a.mu.Lock()
@@ -423,4 +431,15 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// connCode is the code of a connection failure.
+func connCode(err error) sandbox.Code {
+	switch {
+	case errors.Is(err, errGone):
+		return sandbox.NotFound
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return sandbox.CodeOf(err)
+	}
+	return sandbox.Unavailable
 }

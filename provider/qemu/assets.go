@@ -182,7 +182,16 @@ func (p *Provider) workspaceBase(ctx context.Context) (string, error) {
 	if _, err := os.Stat(img); err == nil {
 		return img, nil
 	}
-	if err := mkExt4Size(ctx, img, int64(p.opts.WorkspaceMB)<<20, func(string) error { return nil }); err != nil {
+	// The workspace root must list only what the user put there: no
+	// lost+found.
+	tmp := img + ".new"
+	if err := mkExt4Size(ctx, tmp, int64(p.opts.WorkspaceMB)<<20, func(string) error { return nil }); err != nil {
+		return "", sandbox.Wrap(sandbox.Internal, "qemu.image", "workspace", err)
+	}
+	if out, err := exec.CommandContext(ctx, "debugfs", "-w", "-R", "rmdir lost+found", tmp).CombinedOutput(); err != nil {
+		return "", sandbox.Wrap(sandbox.Internal, "qemu.image", "workspace", fmt.Errorf("debugfs: %v: %s", err, out))
+	}
+	if err := os.Rename(tmp, img); err != nil {
 		return "", sandbox.Wrap(sandbox.Internal, "qemu.image", "workspace", err)
 	}
 	return img, nil

@@ -81,6 +81,12 @@ type Options struct {
 	// BootTimeout bounds a boot or restore until the agent answers.
 	// Default 2 minutes (TCG on a loaded machine is slow).
 	BootTimeout time.Duration
+	// ColdBoot makes every Create boot the kernel. By default Create
+	// restores a boot template instead: a memory snapshot of a freshly
+	// booted idle VM of the same configuration, made once and cached (the
+	// guest reseeds its random pool and takes its host name and clock from
+	// the host when it wakes).
+	ColdBoot bool
 	// KillGrace is the SIGTERM to SIGKILL grace of a kill. Default 2s.
 	KillGrace time.Duration
 	// Logger receives the provider's reports. Default: discard.
@@ -96,6 +102,7 @@ type Provider struct {
 	kdir  string
 	log   *slog.Logger
 
+	tmplMu   sync.Mutex
 	rootMu   sync.Mutex
 	rootPath string
 	initOnce sync.Once
@@ -108,7 +115,7 @@ var _ sandbox.Provider = (*Provider)(nil)
 // capabilities are the flags the conformance suite proves.
 func capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{FS: true, Exec: true, Env: true, BackgroundProcesses: true, WritableStdin: true,
-		KillableProcesses: true, Snapshots: true, NetworkPolicy: true, Fork: true, OwnProcessTable: true,
+		KillableProcesses: true, Snapshots: true, NetworkPolicy: true, Fork: true, OwnProcessTable: true, Ports: true,
 		DurableFilesystem: true}
 }
 
@@ -243,14 +250,22 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 	if c.Accel == "tcg" {
 		c.TSCkHz = tscKHz()
 	}
-	h, err := p.boot(ctx, op, v, c, func(ctx context.Context) error {
-		if err := qemuImg(ctx, "create", "-q", "-f", "qcow2", "-F", "raw", "-b", root, filepath.Join(v.dir, "root.qcow2")); err != nil {
-			return err
+	var h *handle
+	if !p.opts.ColdBoot {
+		if t, terr := p.template(ctx, c, root, wsBase); terr == nil {
+			_ = os.Remove(v.dir) // restore makes it again
+			h, err = p.restore(ctx, op, t, opts)
+			if err != nil {
+				return nil, err
+			}
+		} else {
+			p.log.Warn("qemu: no boot template, booting cold", "err", terr)
 		}
-		return qemuImg(ctx, "create", "-q", "-f", "qcow2", "-F", "raw", "-b", wsBase, filepath.Join(v.dir, "ws.qcow2"))
-	}, "")
-	if err != nil {
-		return nil, err
+	}
+	if h == nil {
+		if h, err = p.coldBoot(ctx, op, v, c, root, wsBase); err != nil {
+			return nil, err
+		}
 	}
 	_ = h.env.Set(opts.Env)
 	if opts.SourceDir != "" {
@@ -260,6 +275,16 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 		}
 	}
 	return h, nil
+}
+
+// coldBoot boots c from fresh overlays of the root and workspace images.
+func (p *Provider) coldBoot(ctx context.Context, op string, v vm, c *vmConfig, root, wsBase string) (*handle, error) {
+	return p.boot(ctx, op, v, c, func(ctx context.Context) error {
+		if err := qemuImg(ctx, "create", "-q", "-f", "qcow2", "-F", "raw", "-b", root, filepath.Join(v.dir, "root.qcow2")); err != nil {
+			return err
+		}
+		return qemuImg(ctx, "create", "-q", "-f", "qcow2", "-F", "raw", "-b", wsBase, filepath.Join(v.dir, "ws.qcow2"))
+	}, "")
 }
 
 // boot prepares the disks with disks, starts QEMU (restoring from the
@@ -296,7 +321,7 @@ func (p *Provider) boot(ctx context.Context, op string, v vm, c *vmConfig, disks
 			return fail(sandbox.Unavailable, fmt.Errorf("restoring memory: %w", err))
 		}
 	}
-	a := agentFor(v.sock, c.ID)
+	a := agentFor(v.sock, c.ID, v.configPath())
 	if err := a.ensure(bctx); err != nil {
 		return fail(sandbox.Unavailable, fmt.Errorf("waiting for the guest agent (console: %s): %w", filepath.Join(v.dir, "console.log"), err))
 	}
@@ -331,7 +356,7 @@ func (p *Provider) Resume(ctx context.Context, id string) (sandbox.Handle, error
 	}
 	bctx, cancel := context.WithTimeout(ctx, p.opts.BootTimeout)
 	defer cancel()
-	if err := agentFor(v.sock, id).ensure(bctx); err != nil {
+	if err := agentFor(v.sock, id, v.configPath()).ensure(bctx); err != nil {
 		return nil, sandbox.Wrap(sandbox.Unavailable, op, id, err)
 	}
 	return p.newHandle(v, c), nil

@@ -24,6 +24,9 @@ type snapMeta struct {
 	CreatedAt time.Time `json:"createdAt"`
 	VM        vmConfig  `json:"vm"`
 	MemBytes  int64     `json:"memBytes"`
+
+	dir      string // where it is stored
+	template bool   // a boot template, not a user's snapshot
 }
 
 func (p *Provider) snapDir(id string) (string, error) {
@@ -86,7 +89,7 @@ func (h *handle) snapshot(ctx context.Context, op, label string) (*snapMeta, err
 			return fail(sandbox.Internal, err)
 		}
 	}
-	m := &snapMeta{ID: id, Label: label, SandboxID: h.c.ID, CreatedAt: time.Now().UTC(), VM: *c}
+	m := &snapMeta{ID: id, Label: label, SandboxID: h.c.ID, CreatedAt: time.Now().UTC(), VM: *c, dir: dir}
 	if fi, err := os.Stat(mem); err == nil {
 		m.MemBytes = fi.Size()
 	}
@@ -131,6 +134,7 @@ func (p *Provider) RestoreSnapshot(ctx context.Context, snapshot string, opts sa
 		}
 		return nil, sandbox.Wrap(sandbox.Internal, op, snapshot, err)
 	}
+	m.dir = dir
 	h, err := p.restore(ctx, op, &m, opts)
 	if err != nil {
 		return nil, err
@@ -140,7 +144,7 @@ func (p *Provider) RestoreSnapshot(ctx context.Context, snapshot string, opts sa
 }
 
 func (p *Provider) restore(ctx context.Context, op string, m *snapMeta, opts sandbox.CreateOptions) (*handle, error) {
-	sdir := filepath.Join(p.cache, "snapshots", m.ID)
+	sdir := m.dir
 	id := vmID(opts.ID)
 	v := p.vmFor(id)
 	if err := os.MkdirAll(filepath.Dir(v.dir), 0o755); err != nil {
@@ -154,7 +158,7 @@ func (p *Provider) restore(ctx context.Context, op string, m *snapMeta, opts san
 	}
 	c := m.VM
 	c.ID, c.CreatedAt, c.Ports = id, time.Now().UTC(), nil
-	if opts.Labels != nil {
+	if opts.Labels != nil || m.template {
 		c.Labels = opts.Labels
 	}
 	return p.boot(ctx, op, v, &c, func(ctx context.Context) error {

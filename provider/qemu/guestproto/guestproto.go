@@ -75,6 +75,13 @@ type Msg struct {
 	// TimeUnixNano is the host's clock in Hello; the guest steps its clock
 	// to it when they differ by more than a second (after a restore).
 	TimeUnixNano int64 `json:"time,omitempty"`
+	// Hostname in Hello is the sandbox's host name, which the guest sets
+	// (a VM restored from another's snapshot wakes with that one's).
+	Hostname string `json:"hostname,omitempty"`
+	// Seed in Hello is fresh entropy the guest mixes into its random pool
+	// and reseeds from, so restores of one snapshot do not share a random
+	// stream.
+	Seed []byte `json:"seed,omitempty"`
 	// BootID and Uptime describe the guest in HelloOK.
 	BootID string  `json:"boot,omitempty"`
 	Uptime float64 `json:"uptime,omitempty"`

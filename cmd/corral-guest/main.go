@@ -39,6 +39,9 @@ import (
 	"github.com/d10ffeed/corral/provider/qemu/guestproto"
 )
 
+// defaultPath is the PATH of init and of every command.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 func main() {
 	port := flag.String("port", "", "serve on this device instead of finding the virtio port (outside a VM)")
 	flag.Parse()
@@ -46,6 +49,8 @@ func main() {
 	isInit := os.Getpid() == 1
 	args := map[string]string{}
 	if isInit {
+		// The kernel starts init with HOME and TERM only.
+		_ = os.Setenv("PATH", defaultPath)
 		var err error
 		args, err = boot(log)
 		if err != nil {
@@ -68,7 +73,7 @@ func main() {
 		log.Error("open port", "err", err)
 		os.Exit(1)
 	}
-	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"}
+	env := []string{"PATH=" + defaultPath, "HOME=/root", "LANG=C.UTF-8"}
 	if h := args["corral.hostname"]; h != "" {
 		env = append(env, "HOSTNAME="+h)
 	}

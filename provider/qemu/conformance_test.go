@@ -25,7 +25,9 @@ func TestConformanceGuarded(t *testing.T) {
 
 // TestJournalConformance runs the run journal's suite in microVMs.
 func TestJournalConformance(t *testing.T) {
-	journaltest.Run(t, journaltest.Harness{Provider: newProvider(t, qemu.Options{})})
+	// The flood crosses an emulated guest CPU and a serial port: 16 MiB,
+	// still far past every buffer on the way.
+	journaltest.Run(t, journaltest.Harness{Provider: newProvider(t, qemu.Options{}), FloodBytes: 16 << 20})
 }
 
 // TestRunConformance runs the takeover and reaper suites in microVMs, over

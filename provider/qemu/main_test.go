@@ -50,7 +50,7 @@ func requireQEMU(t testing.TB) {
 func newProvider(t testing.TB, opts qemu.Options) *qemu.Provider {
 	t.Helper()
 	requireQEMU(t)
-	opts.Agent = filepath.Join(agentDir, "corral-guest")
+	opts.Agent = agentPath()
 	p, err := qemu.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,12 @@ func create(t testing.TB, p sandbox.Provider, opts sandbox.CreateOptions) sandbo
 	return h
 }
 
+func agentPath() string { return filepath.Join(agentDir, "corral-guest") }
+
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		childMain()
+	}
 	d, err := os.MkdirTemp("", "corral-qemu-agent-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -2,9 +2,11 @@
 // the guest's initramfs: as PID 1 it mounts /dev, /proc and /sys, loads the
 // virtio modules listed in /modules.order (in that order), mounts the root
 // disk and the workspace disk (found by their virtio serial numbers from
-// the kernel command line), moves into the root disk and then serves the
+// the kernel command line), moves into the root disk, starts itself again
+// as the server (a child of init, so the commands it starts are not taken
+// for orphans) and reaps every orphan as init must. The server serves the
 // host over the virtio-serial port "corral.agent" with the framed protocol
-// of provider/qemu/guestproto, reaping every orphan as init must.
+// of provider/qemu/guestproto.
 //
 // Kernel command line keys: corral.root=SERIAL, corral.ws=SERIAL,
 // corral.net=1 (configure eth0 for QEMU's user-mode network with the
@@ -44,22 +46,14 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 func main() {
 	port := flag.String("port", "", "serve on this device instead of finding the virtio port (outside a VM)")
+	serve := flag.Bool("serve", false, "internal: the server process init starts")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	isInit := os.Getpid() == 1
-	args := map[string]string{}
-	if isInit {
-		// The kernel starts init with HOME and TERM only.
-		_ = os.Setenv("PATH", defaultPath)
-		var err error
-		args, err = boot(log)
-		if err != nil {
-			log.Error("boot failed", "err", err)
-			time.Sleep(time.Second)
-			_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
-			os.Exit(1)
-		}
+	if os.Getpid() == 1 {
+		initMain(log)
+		return
 	}
+	inGuest = *serve
 	path := *port
 	if path == "" {
 		var err error
@@ -74,7 +68,7 @@ func main() {
 		os.Exit(1)
 	}
 	env := []string{"PATH=" + defaultPath, "HOME=/root", "LANG=C.UTF-8"}
-	if h := args["corral.hostname"]; h != "" {
+	if h, _ := os.Hostname(); h != "" && inGuest {
 		env = append(env, "HOSTNAME="+h)
 	}
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
@@ -95,6 +89,49 @@ func main() {
 			log.Error("port read", "err", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// inGuest is set in the server init starts: it may set the clock, the
+// host name and the random pool.
+var inGuest bool
+
+// initMain is PID 1: it boots, starts the server as its child (so the
+// commands the server starts have the server as parent, and a process
+// whose parent is init is an orphan, as the run journal's scope expects)
+// and reaps every orphan. A server that dies is started again.
+func initMain(log *slog.Logger) {
+	// The kernel starts init with HOME and TERM only.
+	_ = os.Setenv("PATH", defaultPath)
+	if _, err := boot(log); err != nil {
+		log.Error("boot failed", "err", err)
+		time.Sleep(time.Second)
+		_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+		os.Exit(1)
+	}
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	for {
+		// The initramfs is out of reach after the move into the root disk;
+		// /proc/self/exe still names this binary.
+		pid, err := syscall.ForkExec("/proc/self/exe", []string{"corral-guest", "-serve"}, &syscall.ProcAttr{
+			Dir: "/", Env: []string{"PATH=" + defaultPath}, Files: []uintptr{0, 1, 2}})
+		if err != nil {
+			log.Error("starting the server", "err", err)
+			time.Sleep(time.Second)
+			continue
+		}
+		for {
+			var st syscall.WaitStatus
+			p, err := syscall.Wait4(-1, &st, 0, nil)
+			if err != nil && !errors.Is(err, syscall.EINTR) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if p == pid {
+				log.Error("the server exited; starting it again", "status", int(st))
+				break
+			}
+		}
 	}
 }
 
@@ -240,10 +277,10 @@ func findPort(wait time.Duration) (string, error) {
 }
 
 // stepClock sets the clock to the host's when they differ by more than a
-// second (a restored VM wakes with the time of its snapshot). Only init
-// does it.
+// second (a restored VM wakes with the time of its snapshot). Only the
+// guest's server does it.
 func stepClock(hostNano int64) {
-	if hostNano == 0 || os.Getpid() != 1 {
+	if hostNano == 0 || !inGuest {
 		return
 	}
 	d := time.Now().UnixNano() - hostNano
@@ -265,9 +302,9 @@ func uptime() float64 {
 }
 
 // reseed mixes the host's seed into the random pool (credited) and forces
-// the kernel's generator to reseed from it. Only init does it.
+// the kernel's generator to reseed from it. Only the guest's server does it.
 func reseed(seed []byte) {
-	if len(seed) == 0 || os.Getpid() != 1 {
+	if len(seed) == 0 || !inGuest {
 		return
 	}
 	f, err := os.OpenFile("/dev/urandom", os.O_WRONLY, 0)
@@ -284,9 +321,10 @@ func reseed(seed []byte) {
 	_, _, _ = unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.RNDRESEEDCRNG, 0)
 }
 
-// setHostname sets the host name when it differs. Only init does it.
+// setHostname sets the host name when it differs. Only the guest's server
+// does it.
 func setHostname(h string) {
-	if h == "" || os.Getpid() != 1 {
+	if h == "" || !inGuest {
 		return
 	}
 	if cur, _ := os.Hostname(); cur != h {

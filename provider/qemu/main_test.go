@@ -87,7 +87,41 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	agentDir = d
+	start := time.Now()
 	code := m.Run()
 	_ = os.RemoveAll(d)
+	if gate() == nil {
+		if err := sweep(start); err != nil {
+			fmt.Fprintln(os.Stderr, "qemu tests:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
+}
+
+// sweep fails the run if a VM made during it was left behind (and
+// destroys it).
+func sweep(since time.Time) error {
+	p, err := qemu.New(qemu.Options{})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	list, err := qemu.Managed{Provider: p}.ListSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	var left []string
+	for _, s := range list {
+		if s.CreatedAt.Before(since) {
+			continue
+		}
+		left = append(left, s.ID)
+		_ = p.Destroy(ctx, s.ID)
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("tests left VMs behind: %v", left)
+	}
+	return nil
 }

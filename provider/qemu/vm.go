@@ -68,13 +68,7 @@ func readConfig(path string) (*vmConfig, error) {
 	return &c, nil
 }
 
-func writeConfig(path string, c *vmConfig) error {
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeAtomic(path, b)
-}
+func writeConfig(path string, c *vmConfig) error { return writeJSON(path, c) }
 
 // argv is QEMU's command line for c in v; incoming adds -incoming defer.
 func (v vm) argv(c *vmConfig, incoming bool) []string {

@@ -69,7 +69,8 @@ type Options struct {
 	RootDir string
 	// Accel is "kvm", "tcg" or "" (auto: KVM when usable, else TCG).
 	Accel string
-	// Machine is QEMU's machine type. Default q35.
+	// Machine is QEMU's machine type: q35 (default) or pc. The devices are
+	// virtio-pci, so microvm (virtio-mmio) is not offered yet.
 	Machine string
 	// CPUs and MemoryMB size each VM. Defaults 1 and 256.
 	CPUs     int
@@ -137,8 +138,12 @@ func New(opts Options) (*Provider, error) {
 	if opts.WorkspaceMB <= 0 {
 		opts.WorkspaceMB = DefaultWorkspaceMB
 	}
-	if opts.Machine == "" {
+	switch opts.Machine {
+	case "":
 		opts.Machine = "q35"
+	case "q35", "pc":
+	default:
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "qemu.new", opts.Machine, "machine must be q35 or pc")
 	}
 	if opts.BootTimeout <= 0 {
 		opts.BootTimeout = 2 * time.Minute

@@ -54,42 +54,50 @@ func main() {
 		return
 	}
 	inGuest = *serve
-	path := *port
-	if path == "" {
+	paths := []string{*port}
+	if *port == "" {
 		var err error
-		if path, err = findPort(10 * time.Second); err != nil {
+		if paths, err = findPorts(10 * time.Second); err != nil {
 			log.Error("no agent port", "err", err)
 			os.Exit(1)
 		}
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		log.Error("open port", "err", err)
-		os.Exit(1)
 	}
 	env := []string{"PATH=" + defaultPath, "HOME=/root", "LANG=C.UTF-8"}
 	if h, _ := os.Hostname(); h != "" && inGuest {
 		env = append(env, "HOSTNAME="+h)
 	}
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	s := newServer(log, env, strings.TrimSpace(string(boot)))
+	r := newReaper()
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, syscall.SIGCHLD)
 	go func() {
 		for range chld {
-			s.reap()
+			r.reap()
 		}
 	}()
-	go s.writeLoop(f)
-	for {
-		// The port reads EOF while no host is connected; a new host
-		// session starts with its Hello.
-		err := s.readLoop(f)
-		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			log.Error("port read", "err", err)
+	// One server per port: each host connection (one per port, as QEMU's
+	// socket chardev takes one client) has a session of its own.
+	for _, path := range paths {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			log.Error("open port", "path", path, "err", err)
+			os.Exit(1)
 		}
-		time.Sleep(20 * time.Millisecond)
+		s := newServer(log, env, strings.TrimSpace(string(boot)), r)
+		go s.writeLoop(f)
+		go func() {
+			for {
+				// The port reads EOF while no host is connected; a new
+				// host session starts with its Hello.
+				err := s.readLoop(f)
+				if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+					log.Error("port read", "path", path, "err", err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
 	}
+	select {}
 }
 
 // inGuest is set in the server init starts: it may set the clock, the
@@ -259,18 +267,31 @@ func diskBySerial(serial string, wait time.Duration) (string, error) {
 	}
 }
 
-// findPort waits for the virtio-serial port named guestproto.PortName.
-func findPort(wait time.Duration) (string, error) {
+// findPorts waits for the virtio-serial ports named guestproto.PortName
+// or PortName.N and returns their devices.
+func findPorts(wait time.Duration) ([]string, error) {
 	end := time.Now().Add(wait)
+	settled := false
 	for {
+		var out []string
 		ms, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
 		for _, m := range ms {
-			if b, err := os.ReadFile(m); err == nil && strings.TrimSpace(string(b)) == guestproto.PortName {
-				return "/dev/" + filepath.Base(filepath.Dir(m)), nil
+			b, err := os.ReadFile(m)
+			n := strings.TrimSpace(string(b))
+			if err == nil && (n == guestproto.PortName || strings.HasPrefix(n, guestproto.PortName+".")) {
+				out = append(out, "/dev/"+filepath.Base(filepath.Dir(m)))
 			}
 		}
+		if len(out) > 0 && settled {
+			return out, nil
+		}
+		if len(out) > 0 { // the other ports of the device appear with it
+			settled = true
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		if time.Now().After(end) {
-			return "", fmt.Errorf("no virtio-serial port %q", guestproto.PortName)
+			return nil, fmt.Errorf("no virtio-serial port %q", guestproto.PortName)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -14,20 +14,29 @@ import (
 )
 
 // server runs commands for the host over one port. It is safe to call
-// serve again on the same port after the host reconnected: processes and
-// the reaper persist, sessions do not.
+// readLoop again on the same port after the host reconnected: processes
+// persist, sessions do not. Each port has its own server; they share one
+// reaper.
 type server struct {
 	log     *slog.Logger
 	baseEnv []string
 	bootID  string
+	r       *reaper
 
 	out chan []byte // frames to the host, written by one goroutine
 
 	mu      sync.Mutex
 	session uint64
 	procs   map[uint64]*proc // by host id, current session only
-	byPID   map[int]*proc    // every started process not yet reaped
 }
+
+// reaper collects exited children for every port's server.
+type reaper struct {
+	mu    sync.Mutex
+	byPID map[int]*proc // every started process not yet reaped
+}
+
+func newReaper() *reaper { return &reaper{byPID: map[int]*proc{}} }
 
 type proc struct {
 	session uint64
@@ -37,10 +46,9 @@ type proc struct {
 	status  chan syscall.WaitStatus
 }
 
-func newServer(log *slog.Logger, baseEnv []string, bootID string) *server {
-	s := &server{log: log, baseEnv: baseEnv, bootID: bootID, out: make(chan []byte, 64),
-		procs: map[uint64]*proc{}, byPID: map[int]*proc{}}
-	return s
+func newServer(log *slog.Logger, baseEnv []string, bootID string, r *reaper) *server {
+	return &server{log: log, baseEnv: baseEnv, bootID: bootID, r: r, out: make(chan []byte, 64),
+		procs: map[uint64]*proc{}}
 }
 
 // send queues m for the host.
@@ -192,14 +200,18 @@ func (s *server) start(m *guestproto.Msg) {
 		fail(err)
 		return
 	}
-	s.mu.Lock() // held across fork so the reaper cannot reap before byPID knows the pid
+	s.r.mu.Lock() // held across fork so the reaper cannot reap before byPID knows the pid
 	pid, err := syscall.ForkExec(path, m.Argv, attr)
 	if err == nil {
 		p.pid = pid
-		s.byPID[pid] = p
-		s.procs[m.ID] = p
+		s.r.byPID[pid] = p
 	}
-	s.mu.Unlock()
+	s.r.mu.Unlock()
+	if err == nil {
+		s.mu.Lock()
+		s.procs[m.ID] = p
+		s.mu.Unlock()
+	}
 	for _, f := range files {
 		_ = f.Close()
 	}
@@ -255,19 +267,19 @@ func (s *server) sessionIs(id uint64) bool {
 	return s.session == id
 }
 
-// reap collects every exited child (the agent is init, so orphans too)
-// and hands the status of the ones it started to their waiters.
-func (s *server) reap() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// reap collects every exited child and hands the status of the ones a
+// server started to their waiters.
+func (r *reaper) reap() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for {
 		var st syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &st, syscall.WNOHANG, nil)
 		if pid <= 0 || err != nil {
 			return
 		}
-		if p := s.byPID[pid]; p != nil {
-			delete(s.byPID, pid)
+		if p := r.byPID[pid]; p != nil {
+			delete(r.byPID, pid)
 			p.status <- st
 		}
 	}

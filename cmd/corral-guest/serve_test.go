@@ -25,7 +25,8 @@ func newHost(t *testing.T) *host {
 	t.Helper()
 	toGuestR, toGuestW := io.Pipe()
 	toHostR, toHostW := io.Pipe()
-	s := newServer(slog.New(slog.DiscardHandler), []string{"PATH=/usr/bin:/bin", "BASE=1"}, "boot")
+	r := newReaper()
+	s := newServer(slog.New(slog.DiscardHandler), []string{"PATH=/usr/bin:/bin", "BASE=1"}, "boot", r)
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, syscall.SIGCHLD)
 	done := make(chan struct{})
@@ -33,9 +34,9 @@ func newHost(t *testing.T) *host {
 		for {
 			select {
 			case <-chld:
-				s.reap()
+				r.reap()
 			case <-time.After(50 * time.Millisecond): // a SIGCHLD can coalesce
-				s.reap()
+				r.reap()
 			case <-done:
 				return
 			}

@@ -25,23 +25,23 @@ var conns = struct {
 	m map[string]*agentConn
 }{m: map[string]*agentConn{}}
 
-// agentFor returns the process's connection to the agent at sock.
-func agentFor(sock, id, config string) *agentConn {
+// agentFor returns the process's connection to v's agent.
+func agentFor(v vm, id string) *agentConn {
 	conns.Lock()
 	defer conns.Unlock()
-	c := conns.m[sock]
+	c := conns.m[v.dir]
 	if c == nil {
-		c = &agentConn{sock: sock, id: id, config: config}
-		conns.m[sock] = c
+		c = &agentConn{socks: v.socks, id: id, config: v.configPath()}
+		conns.m[v.dir] = c
 	}
 	return c
 }
 
-// dropAgent closes and forgets the connection to sock.
-func dropAgent(sock string) {
+// dropAgent closes and forgets the connection to v's agent.
+func dropAgent(v vm) {
 	conns.Lock()
-	c := conns.m[sock]
-	delete(conns.m, sock)
+	c := conns.m[v.dir]
+	delete(conns.m, v.dir)
 	conns.Unlock()
 	if c != nil {
 		c.close(errGone)
@@ -51,7 +51,8 @@ func dropAgent(sock string) {
 // agentConn is one session with a guest agent. It reconnects lazily after
 // the connection broke.
 type agentConn struct {
-	sock   string
+	socks  []string // one per agent port; a port another process holds is skipped
+	sock   string   // the one connected
 	id     string
 	config string // the VM's vm.json: without it the VM is gone
 
@@ -65,18 +66,43 @@ type agentConn struct {
 	wmu     sync.Mutex
 }
 
-// ensure connects (or reconnects) and completes the Hello handshake.
+// ensure connects (or reconnects) and completes the Hello handshake. It
+// tries the VM's agent ports in turn: QEMU leaves a second client of a
+// port in its backlog, so a port whose Hello goes unanswered for a while
+// is held by another process (or the guest is still booting) and the next
+// one is tried.
 func (a *agentConn) ensure(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.c != nil {
 		return nil
 	}
+	window := 3 * time.Second
+	for i := 0; ; i++ {
+		sock := a.socks[i%len(a.socks)]
+		err := a.tryLocked(ctx, sock, window)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, errGone) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("no answer from the guest agent on %v (held by other processes?): %w", a.socks, ctx.Err())
+		}
+		if (i+1)%len(a.socks) == 0 && window < 30*time.Second {
+			window *= 2
+		}
+	}
+}
+
+// tryLocked connects to sock and waits up to window for the HelloOK.
+func (a *agentConn) tryLocked(ctx context.Context, sock string, window time.Duration) error {
 	var c net.Conn
 	var d net.Dialer
 	for {
 		var err error
-		if c, err = d.DialContext(ctx, "unix", a.sock); err == nil {
+		if c, err = d.DialContext(ctx, "unix", sock); err == nil {
 			break
 		}
 		if _, serr := os.Stat(a.config); errors.Is(serr, os.ErrNotExist) {
@@ -98,11 +124,13 @@ func (a *agentConn) ensure(ctx context.Context) error {
 	a.streams = map[uint64]*stream{}
 	a.kills = map[uint64]chan string{}
 	a.hello = make(chan *guestproto.Msg, 1)
-	a.c = c
+	a.c, a.sock = c, sock
 	dead := make(chan struct{})
 	go a.readLoop(c, a.session, a.hello, dead)
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
+	give := time.NewTimer(window)
+	defer give.Stop()
 	for {
 		seed := make([]byte, 32)
 		_, _ = rand.Read(seed)
@@ -116,11 +144,14 @@ func (a *agentConn) ensure(ctx context.Context) error {
 			return nil
 		case <-dead:
 			a.dropLocked(c, errors.New("the agent connection closed during the handshake"))
-			return fmt.Errorf("the agent connection to %s closed during the handshake", a.sock)
+			return fmt.Errorf("the agent connection to %s closed during the handshake", sock)
 		case <-t.C:
+		case <-give.C:
+			a.dropLocked(c, errors.New("no answer"))
+			return fmt.Errorf("no answer on %s", sock)
 		case <-ctx.Done():
 			a.dropLocked(c, ctx.Err())
-			return fmt.Errorf("no answer from the guest agent (is another process connected to %s?): %w", a.sock, ctx.Err())
+			return ctx.Err()
 		}
 	}
 }

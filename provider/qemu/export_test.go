@@ -52,7 +52,7 @@ func RawBoot(ctx context.Context, p *Provider) (func(), error) {
 		cleanup()
 		return nil, err
 	}
-	if err := agentFor(v.sock, id, v.configPath()).ensure(ctx); err != nil {
+	if err := agentFor(v, id).ensure(ctx); err != nil {
 		cleanup()
 		return nil, err
 	}

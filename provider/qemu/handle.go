@@ -30,7 +30,7 @@ type handle struct {
 var _ sandbox.Handle = (*handle)(nil)
 
 func (p *Provider) newHandle(v vm, c *vmConfig) *handle {
-	h := &handle{p: p, v: v, c: c, a: agentFor(v.sock, c.ID, v.configPath()), env: execproc.NewEnv(nil)}
+	h := &handle{p: p, v: v, c: c, a: agentFor(v, c.ID), env: execproc.NewEnv(nil)}
 	h.procs = execproc.New(backend{h.a}, execproc.Options{Provider: Name, ID: c.ID, Root: workspace,
 		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Kill: h.a.kill, Logger: p.log})
 	h.fs = execfs.New(h.runFS, execfs.Options{Root: workspace, Provider: Name})

@@ -326,7 +326,7 @@ func (p *Provider) boot(ctx context.Context, op string, v vm, c *vmConfig, disks
 			return fail(sandbox.Unavailable, fmt.Errorf("restoring memory: %w", err))
 		}
 	}
-	a := agentFor(v.sock, c.ID, v.configPath())
+	a := agentFor(v, c.ID)
 	if err := a.ensure(bctx); err != nil {
 		return fail(sandbox.Unavailable, fmt.Errorf("waiting for the guest agent (console: %s): %w", filepath.Join(v.dir, "console.log"), err))
 	}
@@ -353,7 +353,7 @@ func (p *Provider) Resume(ctx context.Context, id string) (sandbox.Handle, error
 		return nil, sandbox.Wrap(sandbox.Internal, op, id, err)
 	}
 	if v.pid() == 0 {
-		dropAgent(v.sock)
+		dropAgent(v)
 		p.log.Info("qemu: VM not running, booting it from its disks", "id", id)
 		if err := p.launch(ctx, v, c, false); err != nil {
 			return nil, sandbox.Wrap(sandbox.Unavailable, op, id, err)
@@ -361,7 +361,7 @@ func (p *Provider) Resume(ctx context.Context, id string) (sandbox.Handle, error
 	}
 	bctx, cancel := context.WithTimeout(ctx, p.opts.BootTimeout)
 	defer cancel()
-	if err := agentFor(v.sock, id, v.configPath()).ensure(bctx); err != nil {
+	if err := agentFor(v, id).ensure(bctx); err != nil {
 		return nil, sandbox.Wrap(sandbox.Unavailable, op, id, err)
 	}
 	return p.newHandle(v, c), nil
@@ -375,9 +375,9 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	}
 	id = vmID(id)
 	v := p.vmFor(id)
-	dropAgent(v.sock)
+	dropAgent(v)
 	v.stop(ctx)
-	_ = os.RemoveAll(filepath.Dir(v.sock))
+	_ = os.RemoveAll(v.sockDir())
 	if err := os.RemoveAll(v.dir); err != nil {
 		return sandbox.Wrap(sandbox.Internal, "qemu.destroy", id, err)
 	}

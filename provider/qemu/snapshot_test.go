@@ -1,8 +1,10 @@
 package qemu_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -166,6 +168,11 @@ func childMain() {
 		if h, err = p.Create(context.Background(), sandbox.CreateOptions{}); err == nil {
 			_, err = h.Exec(context.Background(), sandbox.Command{Shell: "echo from-child > mark; sleep 600 >/dev/null 2>&1 & echo $! > pid"})
 			fmt.Println("ID", h.ID())
+			if os.Getenv(childEnv+"_HOLD") != "" {
+				// Keep the agent connection until the parent closes stdin.
+				_, _ = io.Copy(io.Discard, os.Stdin)
+				_, err = h.Exec(context.Background(), sandbox.Command{Shell: "true"})
+			}
 		}
 	}
 	if err != nil {
@@ -202,5 +209,50 @@ func TestResumeAcrossProcesses(t *testing.T) {
 	t.Cleanup(func() { _ = h.Destroy(context.Background()) })
 	if got := shOut(t, ctx, h, "cat mark; kill -0 $(cat pid) && echo running"); got != "from-child\nrunning" {
 		t.Fatalf("resumed VM: %q", got)
+	}
+}
+
+// TestConcurrentProcesses: while another process holds a VM's agent
+// connection, this one resumes the VM and runs commands in it (through
+// the VM's second agent port); the other goes on working.
+func TestConcurrentProcesses(t *testing.T) {
+	p := newProvider(t, qemu.Options{})
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+agentPath(), childEnv+"_HOLD=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	var id string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if s, ok := strings.CutPrefix(sc.Text(), "ID "); ok {
+			id = s
+			break
+		}
+	}
+	if id == "" {
+		t.Fatal("child printed no id")
+	}
+	ctx := context.Background()
+	h, err := p.Resume(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Destroy(context.Background()) })
+	if got := shOut(t, ctx, h, "cat mark"); got != "from-child" {
+		t.Fatalf("resumed VM: %q", got)
+	}
+	_ = stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the holding process failed after the takeover: %v", err)
 	}
 }

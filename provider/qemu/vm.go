@@ -40,10 +40,15 @@ type vmConfig struct {
 
 // vm is one VM's directory and sockets.
 type vm struct {
-	dir  string
-	sock string // agent socket
-	qmp  string // QMP socket
+	dir   string
+	socks []string // agent sockets, one per virtio-serial port
+	qmp   string   // QMP socket
 }
+
+// agentPorts is how many agent ports a VM has: QEMU's socket chardev takes
+// one client, so a second corral process (a takeover) uses the next port
+// while the first still holds its own.
+const agentPorts = 2
 
 func (p *Provider) vmFor(id string) vm {
 	dir := filepath.Join(p.cache, "vms", id)
@@ -51,7 +56,22 @@ func (p *Provider) vmFor(id string) vm {
 	// digest of the VM directory.
 	sum := sha256.Sum256([]byte(dir))
 	sd := filepath.Join(os.TempDir(), "corral-qemu-"+hex.EncodeToString(sum[:6]))
-	return vm{dir: dir, sock: filepath.Join(sd, "agent.sock"), qmp: filepath.Join(sd, "qmp.sock")}
+	v := vm{dir: dir, qmp: filepath.Join(sd, "qmp.sock")}
+	for i := 0; i < agentPorts; i++ {
+		v.socks = append(v.socks, filepath.Join(sd, fmt.Sprintf("agent%d.sock", i)))
+	}
+	return v
+}
+
+// sockDir is the directory of the VM's sockets.
+func (v vm) sockDir() string { return filepath.Dir(v.qmp) }
+
+// portName is the virtio-serial name of agent port i.
+func portName(i int) string {
+	if i == 0 {
+		return "corral.agent"
+	}
+	return fmt.Sprintf("corral.agent.%d", i)
 }
 
 func (v vm) configPath() string { return filepath.Join(v.dir, "vm.json") }
@@ -93,11 +113,15 @@ func (v vm) argv(c *vmConfig, incoming bool) []string {
 		"-drive", "if=none,id=ws,format=qcow2,file=" + filepath.Join(v.dir, "ws.qcow2"),
 		"-device", "virtio-blk-pci,drive=ws,serial=corral-ws",
 		"-device", "virtio-serial-pci",
-		"-chardev", "socket,id=agent,path=" + v.sock + ",server=on,wait=off",
-		"-device", "virtserialport,chardev=agent,name=corral.agent",
-		"-qmp", "unix:" + v.qmp + ",server=on,wait=off",
-		"-daemonize", "-pidfile", filepath.Join(v.dir, "qemu.pid"),
 	}
+	for i, s := range v.socks {
+		a = append(a, "-chardev", fmt.Sprintf("socket,id=agent%d,path=%s,server=on,wait=off", i, s),
+			"-device", fmt.Sprintf("virtserialport,chardev=agent%d,name=%s", i, portName(i)))
+	}
+	a = append(a,
+		"-qmp", "unix:"+v.qmp+",server=on,wait=off",
+		"-daemonize", "-pidfile", filepath.Join(v.dir, "qemu.pid"),
+	)
 	if c.Network {
 		nd := "user,id=net0"
 		for gp, hp := range c.Ports {
@@ -126,10 +150,12 @@ func hostName(id string) string {
 
 // launch starts QEMU daemonized; it returns once QEMU initialised.
 func (p *Provider) launch(ctx context.Context, v vm, c *vmConfig, incoming bool) error {
-	if err := os.MkdirAll(filepath.Dir(v.sock), 0o700); err != nil {
+	if err := os.MkdirAll(v.sockDir(), 0o700); err != nil {
 		return err
 	}
-	_ = os.Remove(v.sock)
+	for _, s := range v.socks {
+		_ = os.Remove(s)
+	}
 	_ = os.Remove(v.qmp)
 	cmd := exec.CommandContext(ctx, p.qemu, v.argv(c, incoming)...)
 	cmd.Dir = v.dir

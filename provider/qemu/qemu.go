@@ -7,8 +7,9 @@
 // The guest boots Debian's cloud kernel (unpacked by scripts/setup-qemu.sh)
 // with an initramfs whose /init is corral's guest agent (cmd/corral-guest):
 // it loads the virtio modules, mounts the root disk and the workspace disk,
-// and serves commands over a virtio-serial port bound to a unix socket on
-// the host (protocol: provider/qemu/guestproto). Commands run as leaders of
+// and serves commands over virtio-serial ports bound to unix sockets on
+// the host (protocol: provider/qemu/guestproto; two ports, so a second
+// corral process can take a VM over while the first holds the other). Commands run as leaders of
 // their own process group in the guest, and Kill signals the group from
 // the agent, so KillableProcesses is native; files go through
 // sandbox/execfs.

@@ -45,7 +45,8 @@ const (
 	KillDone   = "kill-done"
 )
 
-// PortName is the virtio-serial port name the agent serves.
+// PortName is the virtio-serial port name the agent serves; further ports
+// are PortName.1, PortName.2, … (one host connection each).
 const PortName = "corral.agent"
 
 // MaxPayload bounds one frame's JSON payload.

@@ -143,7 +143,9 @@ func (m Managed) ListSandboxes(ctx context.Context) ([]registry.Sandbox, error) 
 	return out, nil
 }
 
-// Prune destroys VMs and deletes snapshots created before o.OlderThan.
+// Prune destroys VMs and deletes snapshots created before o.OlderThan, and
+// boot templates made before then (a cache: the next Create makes its
+// template again; they are not listed in the report).
 func (m Managed) Prune(ctx context.Context, o registry.PruneOptions) (registry.PruneReport, error) {
 	var rep registry.PruneReport
 	list, err := m.ListSandboxes(ctx)
@@ -173,6 +175,15 @@ func (m Managed) Prune(ctx context.Context, o registry.PruneOptions) (registry.P
 		if !o.DryRun {
 			if err := m.DeleteSnapshot(ctx, s.ID); err != nil {
 				return rep, err
+			}
+		}
+	}
+	if !o.DryRun {
+		tdir := filepath.Join(m.cache, "templates")
+		ents, _ := os.ReadDir(tdir)
+		for _, e := range ents {
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) >= o.OlderThan {
+				_ = os.RemoveAll(filepath.Join(tdir, e.Name()))
 			}
 		}
 	}

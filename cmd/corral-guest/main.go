@@ -15,7 +15,9 @@
 // Outside a VM, `corral-guest -port PATH` serves on an existing device or
 // file (for debugging); the protocol is the same.
 //
-// Build it static: CGO_ENABLED=0 go build ./cmd/corral-guest.
+// Build it static: CGO_ENABLED=0 go build -trimpath -buildvcs=false
+// ./cmd/corral-guest (without VCS stamps the binary, and so the cached
+// initramfs and boot templates made from it, stay the same across commits).
 package main
 
 import (

@@ -26,7 +26,7 @@ var gate = sync.OnceValue(func() error {
 		return fmt.Errorf("qemu: %v (run scripts/setup-qemu.sh)", err)
 	}
 	out := filepath.Join(agentDir, "corral-guest")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "github.com/d10ffeed/corral/cmd/corral-guest")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", out, "github.com/d10ffeed/corral/cmd/corral-guest")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("qemu: building the guest agent: %v: %s", err, b)

@@ -6,7 +6,9 @@
 # agent CLIs from npm (scripts/setup-agents.sh) and Debian's chromium for the
 # web page's browser test (scripts/setup-browser.sh) and a one-node
 # Kubernetes cluster on loopback (scripts/setup-k8s.sh; a cold build of the
-# kube binaries costs ~6.5 min once, then they are cached).
+# kube binaries costs ~6.5 min once, then they are cached) and QEMU with an
+# unpacked Debian cloud kernel for provider/qemu (scripts/setup-qemu.sh; ~45 s
+# once, then a no-op).
 # Idempotent: what already runs is left alone. Under CI=true any failure is
 # fatal; elsewhere it warns and the affected tests skip with the reason.
 set -uo pipefail
@@ -61,4 +63,5 @@ scripts/setup-postgres.sh || fail "setting up PostgreSQL failed"
 scripts/setup-agents.sh || fail "installing the agent CLIs failed"
 scripts/setup-browser.sh || fail "installing chromium failed"
 scripts/setup-k8s.sh || fail "setting up the one-node Kubernetes cluster failed"
+scripts/setup-qemu.sh || fail "setting up QEMU and the guest kernel failed"
 exit 0

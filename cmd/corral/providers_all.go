@@ -11,6 +11,7 @@ import (
 	_ "github.com/d10ffeed/corral/provider/e2b"
 	_ "github.com/d10ffeed/corral/provider/kubernetes"
 	_ "github.com/d10ffeed/corral/provider/local"
+	_ "github.com/d10ffeed/corral/provider/qemu"
 	_ "github.com/d10ffeed/corral/provider/railway"
 	_ "github.com/d10ffeed/corral/provider/sbx"
 	_ "github.com/d10ffeed/corral/provider/sprites"

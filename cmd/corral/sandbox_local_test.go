@@ -55,7 +55,7 @@ func TestSandboxCommandsLocal(t *testing.T) {
 		{[]string{"sandbox", "prune"}, "the local provider does not implement pruning"},
 		{[]string{"sandbox", "snapshots"}, "the local provider does not implement listing snapshots"},
 		{[]string{"sandbox", "snapshot", id}, "snapshots"},
-		{[]string{"sandbox", "ls", "--image", "x"}, `--image: these flags are for the blaxel or docker or kubernetes provider, not "local"`},
+		{[]string{"sandbox", "ls", "--image", "x"}, `--image: these flags are for the blaxel or docker or kubernetes or qemu provider, not "local"`},
 	} {
 		out, errOut, code := corral(t, append(tc.args, local...)...)
 		t.Logf("%s: exit %d: %s", strings.Join(tc.args[:2], " "), code, strings.TrimSpace(errOut))

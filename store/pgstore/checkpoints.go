@@ -176,8 +176,12 @@ func (s *Store) AcquireWriter(ctx context.Context, tenant, threadID string, ttl 
 		if row.writer.Live(now) {
 			return storeutil.WriterConflict(op, threadID)
 		}
+		sweep, err := loadSweep(ctx, tx, "")
+		if err != nil {
+			return err
+		}
 		w = store.WriterLease{Tenant: tenant, ThreadID: threadID, Token: storeutil.NewWriterToken(),
-			Fence: row.writer.Fence + 1, ExpiresAt: storeutil.LeaseExpiry(now, ttl)}
+			Fence: row.writer.Fence + 1, ExpiresAt: storeutil.LeaseExpiry(now, ttl), SweepGen: sweep.Gen}
 		_, err = tx.Exec(ctx, setWriterSQL, tenant, threadID, w.Token, w.Fence, storeutil.MS(w.ExpiresAt))
 		return err
 	})
@@ -239,6 +243,20 @@ func (s *Store) AppendCheckpoint(ctx context.Context, cp store.Checkpoint, expec
 			return err
 		}
 		if err := storeutil.AppendConflicts(cp, expectedHead, exists, row.head); err != nil {
+			return err
+		}
+		// FOR SHARE: a sweep's begin (an UPDATE of the row) waits until this
+		// append commits, so the sweep then reads its references; an append
+		// after the begin reads the new generation and is refused.
+		sweep, err := loadSweep(ctx, tx, " FOR SHARE")
+		if err != nil {
+			return err
+		}
+		now, err := s.leaseNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := storeutil.CheckSweep(op, cp.ThreadID, sweep, w, now); err != nil {
 			return err
 		}
 		if err := insertCk(ctx, tx, cp); err != nil {

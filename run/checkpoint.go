@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/d10ffeed/corral/sandbox"
@@ -102,8 +103,20 @@ func (r *Runner) Save(ctx context.Context, req SaveCheckpoint) (CheckpointResult
 }
 
 // capture takes the thread's writer lease, captures h's workspace and
-// publishes the checkpoint as the new head.
+// publishes the checkpoint as the new head. A blob sweep that began during
+// the capture (store.ErrBlobSwept: a blob it found may be gone) makes it
+// capture again under a new lease, a few times.
 func (r *Runner) capture(ctx context.Context, def *sandbox.Definition, h sandbox.Handle, req SaveCheckpoint, retention store.Retention) (CheckpointResult, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := r.captureOnce(ctx, def, h, req, retention)
+		if !errors.Is(err, store.ErrBlobSwept) || attempt == 3 {
+			return res, err
+		}
+		r.log.Info("run: a blob sweep ran during a capture; capturing again", "thread", req.Thread, "attempt", attempt)
+	}
+}
+
+func (r *Runner) captureOnce(ctx context.Context, def *sandbox.Definition, h sandbox.Handle, req SaveCheckpoint, retention store.Retention) (CheckpointResult, error) {
 	w, err := r.store.AcquireWriter(ctx, req.Tenant, req.Thread, writerTTL)
 	if err != nil {
 		return CheckpointResult{}, err

@@ -29,6 +29,10 @@ type SaveCheckpoint struct {
 	Reason store.CheckpointReason
 	// SourceRun is the run after which it is taken; optional.
 	SourceRun string
+	// DuringRun is the live run whose agent asks for the checkpoint (an
+	// agent tool): that run being live does not refuse the save, and it is
+	// the checkpoint's source run. Another live run still does.
+	DuringRun string
 }
 
 // CheckpointResult is a published checkpoint and what its capture skipped.
@@ -69,7 +73,8 @@ func (r *Runner) threadDefinition(ctx context.Context, tenant, thread string) (*
 
 // Save captures the workspace of the thread's live sandbox (it never
 // creates one) and publishes it as the thread's new head checkpoint. It is
-// refused while a run of the thread is live (its agent may be writing), and
+// refused while a run of the thread is live (its agent may be writing),
+// unless that run's agent asks (DuringRun), and
 // while another writer holds the thread (store.ErrWriterConflict).
 func (r *Runner) Save(ctx context.Context, req SaveCheckpoint) (CheckpointResult, error) {
 	if req.Thread == "" {
@@ -80,9 +85,12 @@ func (r *Runner) Save(ctx context.Context, req SaveCheckpoint) (CheckpointResult
 	}
 	if active, ok, err := r.store.ActiveRun(ctx, req.Thread, req.Tenant); err != nil {
 		return CheckpointResult{}, err
-	} else if ok {
+	} else if ok && active.ID != req.DuringRun {
 		return CheckpointResult{}, sandbox.Errorf(sandbox.FailedPrecondition, "checkpoint.save", req.Thread,
 			"run %s of the thread is live; save once it has ended", active.ID)
+	}
+	if req.DuringRun != "" && req.SourceRun == "" {
+		req.SourceRun = req.DuringRun
 	}
 	def, last, err := r.threadDefinition(ctx, req.Tenant, req.Thread)
 	if err != nil {

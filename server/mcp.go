@@ -146,12 +146,7 @@ func (s *Server) callTool(ctx context.Context, rec store.Run, name string, args 
 		if err != nil {
 			return nil, err
 		}
-		items := make([]checkpointItem, len(cps))
-		for i, cp := range cps {
-			cp.Entries = nil
-			items[i] = checkpointItem{cp, cp.ID == head}
-		}
-		return map[string]any{"checkpoints": items}, nil
+		return map[string]any{"checkpoints": checkpointItems(cps, head)}, nil
 	}
 	return nil, sandbox.Errorf(sandbox.NotFound, "mcp", name, "no such tool")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -35,6 +36,21 @@ const (
 	threadRunSQL    = `SELECT EXISTS (SELECT 1 FROM corral_runs WHERE thread_id = $1 AND tenant = $2)`
 	threadHasCkSQL  = `SELECT EXISTS (SELECT 1 FROM corral_checkpoints WHERE tenant = $1 AND thread_id = $2)`
 )
+
+// threadLockClass is the first key of the advisory locks that serialize a
+// thread's run creation with forks into it.
+const threadLockClass = 0x636b7274 // "ckrt"
+
+// lockThreadRuns takes, until tx ends, the advisory lock of the thread's
+// runs: CreateRun and ForkCheckpoint take it, so a fork's check that its
+// destination has no runs cannot miss a run being created (READ COMMITTED
+// does not see an uncommitted insert, and there may be no row to lock
+// yet). Threads whose keys collide only wait for each other.
+func lockThreadRuns(ctx context.Context, tx pgx.Tx, tenant, thread string) error {
+	key := fmt.Sprintf("%d:%s/%s", len(tenant), tenant, thread)
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(threadLockClass), key)
+	return err
+}
 
 // leaseNow is the lease clock's time, read inside tx.
 func (s *Store) leaseNow(ctx context.Context, tx pgx.Tx) (time.Time, error) {
@@ -408,6 +424,11 @@ func (s *Store) ForkCheckpoint(ctx context.Context, tenant, srcThreadID, srcID, 
 	}
 	var root store.Checkpoint
 	err := s.inTx(ctx, op, dstThreadID, func(tx pgx.Tx) error {
+		// Before the emptiness check: a CreateRun on the destination either
+		// committed before (and is seen) or waits until the fork is done.
+		if err := lockThreadRuns(ctx, tx, tenant, dstThreadID); err != nil {
+			return err
+		}
 		row, err := s.fence(ctx, tx, op, tenant, dstThreadID, w)
 		if err != nil {
 			return err

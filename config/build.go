@@ -114,8 +114,10 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 			Destroy:      timeOf(f.Lifecycle.Idle.Destroy),
 			ApprovalWait: timeOf(f.Lifecycle.Idle.ApprovalWait),
 		},
-		KeepBackground: f.Lifecycle.KeepBackground,
-		Checkpoint:     sandbox.CheckpointMode(f.Lifecycle.Checkpoint),
+		KeepBackground:   f.Lifecycle.KeepBackground,
+		Checkpoint:       sandbox.CheckpointMode(f.Lifecycle.Checkpoint),
+		CheckpointKeep:   f.Lifecycle.CheckpointKeep,
+		CheckpointMaxAge: timeOf(f.Lifecycle.CheckpointMaxAge),
 	}
 	if err := def.Lifecycle.Validate(); err != nil && f.Lifecycle.Idle.line > 0 {
 		return nil, fail("line %d: %v", f.Lifecycle.Idle.line, err)

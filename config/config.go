@@ -187,6 +187,8 @@ type Lifecycle struct {
 	Idle              Idle         `yaml:"idle"`
 	KeepBackground    bool         `yaml:"keepBackground"`
 	Checkpoint        string       `yaml:"checkpoint"`
+	CheckpointKeep    int          `yaml:"checkpointKeep"`
+	CheckpointMaxAge  Duration     `yaml:"checkpointMaxAge"`
 }
 
 // Idle is lifecycle.idle: when an idle sandbox is paused and destroyed

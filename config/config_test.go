@@ -29,7 +29,7 @@ policy:
   commands: {allow: [npm test], deny: ["rm -rf *"]}
   network: deny
 lifecycle: {reuse: none, snapshot: none, snapshotMaxAge: 24h, keepAlive: 30m, destroyOnComplete: true, keepBackground: true,
-  idle: {pause: 10m, destroy: 30m, approvalWait: 72h}}
+  idle: {pause: 10m, destroy: 30m, approvalWait: 72h}, checkpoint: after-run, checkpointKeep: 5, checkpointMaxAge: 720h}
 `
 
 func TestFullConfig(t *testing.T) {
@@ -62,6 +62,9 @@ func TestFullConfig(t *testing.T) {
 	lc := def.Lifecycle
 	if lc.Reuse != sandbox.ReuseNone || lc.KeepAlive != 30*time.Minute || lc.SnapshotMaxAge != 24*time.Hour || !lc.DestroyOnComplete || !lc.KeepBackground {
 		t.Errorf("lifecycle = %+v", lc)
+	}
+	if lc.Checkpoint != sandbox.CheckpointAfterRun || lc.CheckpointKeep != 5 || lc.CheckpointMaxAge != 720*time.Hour {
+		t.Errorf("lifecycle checkpoint = %q keep %d max age %s", lc.Checkpoint, lc.CheckpointKeep, lc.CheckpointMaxAge)
 	}
 	if lc.Idle != (sandbox.Idle{Pause: 10 * time.Minute, Destroy: 30 * time.Minute, ApprovalWait: 72 * time.Hour}) {
 		t.Errorf("lifecycle.idle = %+v", lc.Idle)

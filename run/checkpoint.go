@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/d10ffeed/corral/sandbox"
@@ -28,6 +29,10 @@ type SaveCheckpoint struct {
 	Reason store.CheckpointReason
 	// SourceRun is the run after which it is taken; optional.
 	SourceRun string
+	// DuringRun is the live run whose agent asks for the checkpoint (an
+	// agent tool): that run being live does not refuse the save, and it is
+	// the checkpoint's source run. Another live run still does.
+	DuringRun string
 }
 
 // CheckpointResult is a published checkpoint and what its capture skipped.
@@ -68,7 +73,8 @@ func (r *Runner) threadDefinition(ctx context.Context, tenant, thread string) (*
 
 // Save captures the workspace of the thread's live sandbox (it never
 // creates one) and publishes it as the thread's new head checkpoint. It is
-// refused while a run of the thread is live (its agent may be writing), and
+// refused while a run of the thread is live (its agent may be writing),
+// unless that run's agent asks (DuringRun), and
 // while another writer holds the thread (store.ErrWriterConflict).
 func (r *Runner) Save(ctx context.Context, req SaveCheckpoint) (CheckpointResult, error) {
 	if req.Thread == "" {
@@ -79,9 +85,12 @@ func (r *Runner) Save(ctx context.Context, req SaveCheckpoint) (CheckpointResult
 	}
 	if active, ok, err := r.store.ActiveRun(ctx, req.Thread, req.Tenant); err != nil {
 		return CheckpointResult{}, err
-	} else if ok {
+	} else if ok && active.ID != req.DuringRun {
 		return CheckpointResult{}, sandbox.Errorf(sandbox.FailedPrecondition, "checkpoint.save", req.Thread,
 			"run %s of the thread is live; save once it has ended", active.ID)
+	}
+	if req.DuringRun != "" && req.SourceRun == "" {
+		req.SourceRun = req.DuringRun
 	}
 	def, last, err := r.threadDefinition(ctx, req.Tenant, req.Thread)
 	if err != nil {
@@ -102,8 +111,20 @@ func (r *Runner) Save(ctx context.Context, req SaveCheckpoint) (CheckpointResult
 }
 
 // capture takes the thread's writer lease, captures h's workspace and
-// publishes the checkpoint as the new head.
+// publishes the checkpoint as the new head. A blob sweep that began during
+// the capture (store.ErrBlobSwept: a blob it found may be gone) makes it
+// capture again under a new lease, a few times.
 func (r *Runner) capture(ctx context.Context, def *sandbox.Definition, h sandbox.Handle, req SaveCheckpoint, retention store.Retention) (CheckpointResult, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := r.captureOnce(ctx, def, h, req, retention)
+		if !errors.Is(err, store.ErrBlobSwept) || attempt == 3 {
+			return res, err
+		}
+		r.log.Info("run: a blob sweep ran during a capture; capturing again", "thread", req.Thread, "attempt", attempt)
+	}
+}
+
+func (r *Runner) captureOnce(ctx context.Context, def *sandbox.Definition, h sandbox.Handle, req SaveCheckpoint, retention store.Retention) (CheckpointResult, error) {
 	w, err := r.store.AcquireWriter(ctx, req.Tenant, req.Thread, writerTTL)
 	if err != nil {
 		return CheckpointResult{}, err

@@ -42,7 +42,7 @@ type ckptEnv struct {
 	outcomes []string
 }
 
-func newCkptEnv(t *testing.T, lc sandbox.Lifecycle) *ckptEnv {
+func newCkptEnv(t *testing.T, lc sandbox.Lifecycle, tweak ...func(*ckptEnv, *run.Options)) *ckptEnv {
 	t.Helper()
 	p, err := local.New(local.Options{BaseDir: t.TempDir()})
 	if err != nil {
@@ -55,7 +55,7 @@ func newCkptEnv(t *testing.T, lc sandbox.Lifecycle) *ckptEnv {
 	t.Cleanup(func() { st.Close() })
 	e := &ckptEnv{st: st, skew: new(atomic.Int64)}
 	e.def = &sandbox.Definition{ID: "d", Provider: p, Lifecycle: lc}
-	e.r, err = run.New(st, []*sandbox.Definition{e.def}, []harness.Harness{command.Harness{}}, run.Options{
+	opts := run.Options{
 		LeaseTTL: 2 * time.Second, PollInterval: 50 * time.Millisecond,
 		Now: func() time.Time { return time.Now().Add(time.Duration(e.skew.Load())) },
 		OnEnsure: func(_ time.Duration, outcome string) {
@@ -63,7 +63,11 @@ func newCkptEnv(t *testing.T, lc sandbox.Lifecycle) *ckptEnv {
 			e.outcomes = append(e.outcomes, outcome)
 			e.mu.Unlock()
 		},
-	})
+	}
+	for _, f := range tweak {
+		f(e, &opts)
+	}
+	e.r, err = run.New(st, []*sandbox.Definition{e.def}, []harness.Harness{command.Harness{}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

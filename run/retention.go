@@ -40,8 +40,20 @@ type ForgetOptions struct {
 	// retention mode) that ended longer ago than this; the run records
 	// stay. Zero keeps events for ever.
 	EventMaxAge time.Duration
-	// MaxRuns bounds the runs one pass forgets or prunes. Default 200.
+	// MaxRuns bounds the runs one pass forgets or prunes, and the threads
+	// whose checkpoints it prunes. Default 200.
 	MaxRuns int
+	// CheckpointKeep, when positive, keeps the newest CheckpointKeep
+	// checkpoints of each thread (and its head), for the threads whose
+	// definition sets no CheckpointKeep of its own.
+	CheckpointKeep int
+	// CheckpointMaxAge, when positive, prunes the checkpoints older than
+	// this (never a head), for the threads whose definition sets no
+	// CheckpointMaxAge of its own.
+	CheckpointMaxAge time.Duration
+	// BlobSweepInterval is how often this process sweeps the blobs no
+	// checkpoint references (store.BlobSweep). Default 1h; negative never.
+	BlobSweepInterval time.Duration
 }
 
 // ForgetReport says what a retention pass did.
@@ -54,11 +66,18 @@ type ForgetReport struct {
 	Pruned int `json:"pruned"`
 	// Failed counts the runs that could not be forgotten (logged).
 	Failed int `json:"failed"`
+	// CheckpointsPruned counts the checkpoints deleted by the keep and
+	// max-age rules; BlobsSwept the blobs deleted because no checkpoint
+	// referenced them.
+	CheckpointsPruned int `json:"checkpointsPruned"`
+	BlobsSwept        int `json:"blobsSwept"`
 }
 
 // Forget applies retention to ended runs: each run whose mode forgets
 // (sandbox or none) and that ended more than Grace ago loses what its mode
-// does not keep, and with EventMaxAge the events of old runs are deleted.
+// does not keep, and with EventMaxAge the events of old runs are deleted;
+// then checkpoints past their keep and max-age rules are pruned and, every
+// BlobSweepInterval, the blobs no checkpoint references are swept.
 // One pass runs at a time across every process sharing the store.
 func (r *Runner) Forget(ctx context.Context, opts ForgetOptions) (ForgetReport, error) {
 	if opts.Grace <= 0 {
@@ -95,6 +114,23 @@ func (r *Runner) Forget(ctx context.Context, opts ForgetOptions) (ForgetReport, 
 			return rep, err
 		}
 		rep.Pruned = n
+	}
+	rep.CheckpointsPruned = r.pruneCheckpoints(ctx, now, opts)
+	if opts.BlobSweepInterval == 0 {
+		opts.BlobSweepInterval = time.Hour
+	}
+	r.mu.Lock()
+	due := opts.BlobSweepInterval > 0 && (r.lastSweep.IsZero() || !now.Before(r.lastSweep.Add(opts.BlobSweepInterval)))
+	if due {
+		r.lastSweep = now
+	}
+	r.mu.Unlock()
+	if due {
+		n, err := r.SweepBlobs(ctx)
+		rep.BlobsSwept = n
+		if err != nil {
+			return rep, err
+		}
 	}
 	return rep, nil
 }

@@ -48,7 +48,9 @@ type Runner struct {
 	mu          sync.Mutex
 	drivers     map[string]*driver // runs this process drives
 	driverGroup sync.WaitGroup
-	sweepCursor int // where the next journal sweep starts among the instances
+	sweepCursor int       // where the next journal sweep starts among the instances
+	pruneCursor int       // where the next checkpoint prune starts among the threads
+	lastSweep   time.Time // when this process last swept blobs
 }
 
 // Options tune a Runner. Every field has a default.

@@ -87,6 +87,15 @@ type Lifecycle struct {
 	// sandbox is destroyed): "after-run" after every run that completes or
 	// fails, "" never.
 	Checkpoint CheckpointMode
+	// CheckpointKeep, when positive, keeps only the newest CheckpointKeep
+	// checkpoints of each of the definition's threads (and the head):
+	// the retention pass prunes the rest. Zero leaves it to the daemon's
+	// default (run.ForgetOptions.CheckpointKeep).
+	CheckpointKeep int
+	// CheckpointMaxAge, when positive, makes the retention pass prune the
+	// checkpoints older than this (never the head). Zero leaves it to the
+	// daemon's default.
+	CheckpointMaxAge time.Duration
 }
 
 // CheckpointMode says when a checkpoint is taken automatically.
@@ -166,7 +175,10 @@ func (l Lifecycle) Validate() error {
 	default:
 		return Errorf(InvalidArgument, "lifecycle", "checkpoint", "%q is not after-run (or empty)", l.Checkpoint)
 	}
-	if l.SnapshotMaxAge < 0 || l.KeepAlive < 0 || l.Idle.Pause < 0 || l.Idle.Destroy < 0 || l.Idle.ApprovalWait < 0 {
+	if l.CheckpointKeep < 0 {
+		return Errorf(InvalidArgument, "lifecycle", "checkpointKeep", "%d is negative", l.CheckpointKeep)
+	}
+	if l.SnapshotMaxAge < 0 || l.CheckpointMaxAge < 0 || l.KeepAlive < 0 || l.Idle.Pause < 0 || l.Idle.Destroy < 0 || l.Idle.ApprovalWait < 0 {
 		return Errorf(InvalidArgument, "lifecycle", "", "durations must not be negative")
 	}
 	if l.KeepAlive > 0 && l.Idle.Destroy > 0 && l.KeepAlive != l.Idle.Destroy {

@@ -29,6 +29,9 @@ func TestLifecycleIdle(t *testing.T) {
 		{"pause after keepAlive", sandbox.Lifecycle{KeepAlive: 30 * m, Idle: sandbox.Idle{Pause: h}}, false, 0, 0},
 		{"negative pause", sandbox.Lifecycle{Idle: sandbox.Idle{Pause: -m}}, false, 0, 0},
 		{"negative approval wait", sandbox.Lifecycle{Idle: sandbox.Idle{ApprovalWait: -m}}, false, 0, 0},
+		{"checkpoint keep and max age", sandbox.Lifecycle{CheckpointKeep: 5, CheckpointMaxAge: 24 * h}, true, 0, 0},
+		{"negative checkpoint keep", sandbox.Lifecycle{CheckpointKeep: -1}, false, 0, 0},
+		{"negative checkpoint max age", sandbox.Lifecycle{CheckpointMaxAge: -h}, false, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.lc.Validate()

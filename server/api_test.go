@@ -330,6 +330,8 @@ func TestHealthzAndMetrics(t *testing.T) {
 		`(?m)^corral_runs\{status="running"\} 0$`,
 		`(?m)^corral_sandboxes\{provider="local"\} 2$`,
 		`(?m)^corral_takeovers_total 0$`,
+		`(?m)^corral_checkpoint_pruned_total 0$`,
+		`(?m)^corral_blobs_swept_total 0$`,
 	} {
 		if !regexp.MustCompile(want).Match(body) {
 			t.Errorf("/metrics lacks %s", want)

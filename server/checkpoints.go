@@ -26,12 +26,17 @@ func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, checkpointItems(cps, head))
+}
+
+// checkpointItems lists cps without their entries, marking the head.
+func checkpointItems(cps []store.Checkpoint, head string) []checkpointItem {
 	items := make([]checkpointItem, len(cps))
 	for i, cp := range cps {
 		cp.Entries = nil
 		items[i] = checkpointItem{cp, cp.ID == head}
 	}
-	writeJSON(w, http.StatusOK, items)
+	return items
 }
 
 // getCheckpoint serves GET /v1/threads/{thread}/checkpoints/{id}, entries

@@ -4,7 +4,8 @@ package server_test
 // list and its filters, a thread shown as one conversation (prompts, text,
 // reasoning collapsed, a tool call with its arguments and result, a diff
 // per file), a failed run's stderr, approvals answered by a button (live,
-// and in the thread's next run), the sandboxes with Destroy, and the
+// and in the thread's next run), a thread's checkpoints (save, restore,
+// fork), the sandboxes with Destroy, and the
 // layout at 1280 px and at phone width.
 
 import (
@@ -271,6 +272,47 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 			t.Logf("wrote %s (%d bytes, 1280x1120)", path, len(png))
 		}
+	})
+
+	t.Run("checkpoints", func(t *testing.T) {
+		p := page{t, ctx}
+		const th = "ck-thread"
+		startIn := func(prompt string) string {
+			id := e.startJSON(pageToken, jsonBody(t, api.StartRun{Thread: th, Prompt: prompt}))
+			e.waitStatus(id, store.RunCompleted, time.Minute)
+			return id
+		}
+		startIn("echo one > f.txt")
+		p.hash("#thread=" + th)
+		p.wait(`document.querySelectorAll('#out section.turn').length === 1`, "the thread does not open")
+		p.eval(`document.getElementById('ckbox').open = true, ''`)
+		p.wait(`!document.getElementById('nockpt').hidden && document.querySelectorAll('#ckpts tr').length === 0`, "the empty checkpoint list is not shown")
+		p.do(chromedp.SendKeys(chromedp.ID("cklabel"), "first"), chromedp.Click(chromedp.ID("cksavebtn")))
+		p.wait(`document.querySelectorAll('#ckpts tr').length === 1 && /named/.test(document.querySelector('#ckpts tr').innerText) && /first/.test(document.querySelector('#ckpts tr').innerText) && !!document.querySelector('#ckpts tr .head')`, "the saved checkpoint is not listed as the head")
+		cps, err := e.Store.ListCheckpoints(context.Background(), "", th)
+		if err != nil || len(cps) != 1 || cps[0].Label != "first" || cps[0].Reason != store.CheckpointNamed {
+			t.Fatalf("the store has %+v (%v), want one named checkpoint labelled first", cps, err)
+		}
+		ck := cps[0].ID
+		row := `document.querySelector('#ckpts tr[data-ckpt="` + ck + `"]')`
+		// Restore, after a run changed the file; Restore asks once more.
+		startIn("echo two > f.txt")
+		p.do(chromedp.Click(chromedp.CSS(`#ckpts tr[data-ckpt="` + ck + `"] button.restore`)))
+		p.wait(row+`.querySelector('button.restore').textContent === 'Confirm restore'`, "Restore does not ask to confirm")
+		p.do(chromedp.Click(chromedp.CSS(`#ckpts tr[data-ckpt="` + ck + `"] button.restore`)))
+		p.wait(`/restored `+ck+`: 1 file/.test(document.getElementById('msg').textContent)`, "the restore is not reported")
+		check := startIn("cat f.txt")
+		e.waitLine(check, "one", time.Minute)
+		// Fork: a new thread whose first checkpoint is a fork root.
+		p.do(chromedp.Click(chromedp.CSS(`#ckpts tr[data-ckpt="` + ck + `"] button.fork`)))
+		p.wait(`/forked into thread /.test(document.getElementById('msg').textContent) && document.getElementById('thread').value !== ''`, "the fork is not reported")
+		forked := p.eval(`document.getElementById('thread').value`)
+		fcps, err := e.Store.ListCheckpoints(context.Background(), "", forked)
+		if err != nil || len(fcps) != 1 || fcps[0].Reason != store.CheckpointForkRoot || fcps[0].SourceCheckpointID != ck {
+			t.Fatalf("the fork %s has %+v (%v), want a fork root of %s", forked, fcps, err, ck)
+		}
+		p.eval(`document.getElementById('thread').value = '', ''`)
+		t.Logf("saved %s (label first), restored it over a change (the next run read %q), forked it into %s", ck, "one", forked)
 	})
 
 	t.Run("approval in the next run", func(t *testing.T) {

@@ -24,6 +24,8 @@ type Metrics struct {
 	reaped      *prometheus.CounterVec
 	refused     *prometheus.CounterVec
 	forgotten   *prometheus.CounterVec
+	ckPruned    prometheus.Counter
+	blobsSwept  prometheus.Counter
 }
 
 // NewMetrics returns a fresh set of metrics in their own registry.
@@ -46,8 +48,12 @@ func NewMetrics() *Metrics {
 			Name: "corral_requests_refused_total", Help: "Requests refused before any route, by reason (host, origin, content-type, token)."}, []string{"reason"}),
 		forgotten: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_retention_runs_total", Help: "Ended runs the retention pass handled, by result (forgotten: the retention mode applied; pruned: events past the max age deleted; failed)."}, []string{"result"}),
+		ckPruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "corral_checkpoint_pruned_total", Help: "Checkpoints the retention pass deleted by the keep and max-age rules."}),
+		blobsSwept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "corral_blobs_swept_total", Help: "Blobs the retention pass deleted because no checkpoint referenced them."}),
 	}
-	m.reg.MustRegister(m.runsStarted, m.takeovers, m.ensure, m.exec, m.reaped, m.refused, m.forgotten,
+	m.reg.MustRegister(m.runsStarted, m.takeovers, m.ensure, m.exec, m.reaped, m.refused, m.forgotten, m.ckPruned, m.blobsSwept,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -64,6 +70,8 @@ func (m *Metrics) observeForget(rep run.ForgetReport) {
 	m.forgotten.WithLabelValues("forgotten").Add(float64(rep.Forgotten))
 	m.forgotten.WithLabelValues("pruned").Add(float64(rep.Pruned))
 	m.forgotten.WithLabelValues("failed").Add(float64(rep.Failed))
+	m.ckPruned.Add(float64(rep.CheckpointsPruned))
+	m.blobsSwept.Add(float64(rep.BlobsSwept))
 }
 
 func (m *Metrics) observeReap(rep run.ReapReport) {

@@ -150,6 +150,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/threads/{thread}/checkpoints", s.auth(s.saveCheckpoint))
 	s.mux.HandleFunc("POST /v1/threads/{thread}/fork", s.auth(s.forkThread))
 	s.mux.HandleFunc("POST /v1/threads/{thread}/restore", s.auth(s.restoreCheckpoint))
+	s.mux.HandleFunc("POST /v1/runs/{id}/mcp", s.auth(s.toolsMCP))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.listSandboxes))
 	s.mux.HandleFunc("DELETE /v1/sandboxes/{key}", s.auth(s.deleteSandbox))
 }

@@ -146,6 +146,29 @@ type WriterLease struct {
 	Fence int64 `json:"fence"`
 	// ExpiresAt is when the lease ends unless renewed.
 	ExpiresAt time.Time `json:"expiresAt"`
+	// SweepGen is the blob sweep generation the store had when the lease
+	// was acquired (see BlobSweep); renewing keeps it.
+	SweepGen int64 `json:"sweepGen,omitempty"`
+}
+
+// BlobSweep is the right to delete unreferenced blobs, one holder at a time
+// per store. The store keeps a sweep generation that is even while no sweep
+// runs and odd while one does: BeginBlobSweep and EndBlobSweep each move it
+// on by one. A capture never deletes and a sweep never publishes, so they
+// meet only through the generation: AppendCheckpoint refuses (ErrBlobSwept)
+// a lease acquired under another generation than the current one, or under
+// a sweep that is still live. Every blob-existence check a capture makes
+// comes after it acquired its lease, so a capture that published had no
+// sweep start or run between its first check and its publish, and a sweep
+// reads the references after its begin, so it sees every checkpoint
+// published before it. A swept capture retries: its blobs are checked and
+// put again.
+type BlobSweep struct {
+	// Gen is the generation the sweep holds (odd).
+	Gen int64 `json:"gen"`
+	// ExpiresAt is when the sweep ends by itself: its holder deletes
+	// nothing after it (it stops short of it), and another sweep may begin.
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 // BlobRef is a blob digest and how many published checkpoints reference it.
@@ -175,6 +198,12 @@ var (
 	ErrForkDestinationNotEmpty = errors.New("fork destination is not empty")
 	// ErrForkSourceNotFound: the checkpoint to fork from does not exist.
 	ErrForkSourceNotFound = errors.New("fork source not found")
+	// ErrBlobSwept: a blob sweep began or ran since the writer lease was
+	// acquired; the blobs the capture found may be gone, so it must check
+	// them again under a new lease.
+	ErrBlobSwept = errors.New("blobs were swept during the capture")
+	// ErrSweepConflict: another blob sweep is live.
+	ErrSweepConflict = errors.New("another blob sweep is live")
 	// ErrBlobDigest: a blob's bytes do not hash to its digest, or a digest
 	// is malformed.
 	ErrBlobDigest = errors.New("blob digest mismatch")
@@ -198,7 +227,8 @@ type CheckpointStore interface {
 	// AppendCheckpoint publishes cp as its thread's new head, if w is the
 	// thread's current lease (else ErrWriterLost), the head is expectedHead
 	// ("" = no head; else ErrStaleHead) and cp.Parent equals expectedHead
-	// (else ErrParentMismatch). An existing id is AlreadyExists; a malformed
+	// (else ErrParentMismatch) and no blob sweep began since w was acquired
+	// (else ErrBlobSwept, see BlobSweep). An existing id is AlreadyExists; a malformed
 	// checkpoint (paths, kinds, digests, sizes, reason) is InvalidArgument.
 	// Every blob it references must already be in the blob store the caller
 	// uses; the store counts one reference per distinct digest. The stored
@@ -236,6 +266,22 @@ type CheckpointStore interface {
 	// BlobReferences returns every digest referenced by a published
 	// checkpoint with its count, sorted by digest.
 	BlobReferences(ctx context.Context) ([]BlobRef, error)
+	// BeginBlobSweep starts a blob sweep lasting ttl (see BlobSweep): the
+	// generation becomes odd. A live sweep is ErrSweepConflict; an expired
+	// one is taken over.
+	BeginBlobSweep(ctx context.Context, ttl time.Duration) (BlobSweep, error)
+	// EndBlobSweep ends sw if it is still the current sweep (the generation
+	// becomes even); otherwise it does nothing and returns nil.
+	EndBlobSweep(ctx context.Context, sw BlobSweep) error
+	// ListCheckpointThreads returns every thread that has a checkpoint,
+	// ordered by tenant then thread id.
+	ListCheckpointThreads(ctx context.Context) ([]ThreadRef, error)
+}
+
+// ThreadRef names a thread within its tenant.
+type ThreadRef struct {
+	Tenant   string `json:"tenant,omitempty"`
+	ThreadID string `json:"threadId"`
 }
 
 // BlobStore keeps content-addressed blobs: each blob is stored under the

@@ -12,11 +12,13 @@ import (
 
 func newReapCmd() *cobra.Command {
 	var (
-		sf     stateFlags
-		ttl    time.Duration
-		max    int
-		asJSON bool
-		maxAge time.Duration
+		sf       stateFlags
+		ttl      time.Duration
+		max      int
+		asJSON   bool
+		maxAge   time.Duration
+		ckKeep   int
+		ckMaxAge time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "reap",
@@ -34,7 +36,7 @@ func newReapCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			frep, err := r.Forget(ctx, run.ForgetOptions{EventMaxAge: maxAge})
+			frep, err := r.Forget(ctx, run.ForgetOptions{EventMaxAge: maxAge, CheckpointKeep: ckKeep, CheckpointMaxAge: ckMaxAge})
 			if err != nil {
 				return err
 			}
@@ -49,6 +51,9 @@ func newReapCmd() *cobra.Command {
 			}
 			if frep.Forgotten+frep.Pruned+frep.Failed > 0 {
 				fmt.Fprintf(out, "retention: %d ended runs forgotten, %d runs' old events deleted, %d failed\n", frep.Forgotten, frep.Pruned, frep.Failed)
+			}
+			if frep.CheckpointsPruned+frep.BlobsSwept > 0 {
+				fmt.Fprintf(out, "retention: %d checkpoints pruned, %d unreferenced blobs swept\n", frep.CheckpointsPruned, frep.BlobsSwept)
 			}
 			if rep.Skipped {
 				fmt.Fprintln(out, "another process is reaping; skipped")
@@ -74,5 +79,14 @@ func newReapCmd() *cobra.Command {
 	cmd.Flags().IntVar(&max, "max", 25, "most runs to look at")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().DurationVar(&maxAge, "event-max-age", 0, "delete the events of runs that ended longer ago than this (0: keep them)")
+	checkpointRetentionFlags(cmd, &ckKeep, &ckMaxAge)
 	return cmd
+}
+
+// checkpointRetentionFlags registers the daemon defaults of checkpoint
+// retention (a definition's lifecycle.checkpointKeep and
+// lifecycle.checkpointMaxAge win over them).
+func checkpointRetentionFlags(cmd *cobra.Command, keep *int, maxAge *time.Duration) {
+	cmd.Flags().IntVar(keep, "checkpoint-keep", 0, "keep the newest N checkpoints of each thread, and its head (0: keep all; a definition's lifecycle.checkpointKeep wins)")
+	cmd.Flags().DurationVar(maxAge, "checkpoint-max-age", 0, "delete checkpoints older than this, never a thread's head (0: keep them; a definition's lifecycle.checkpointMaxAge wins)")
 }

@@ -35,6 +35,8 @@ func newServeCmd() *cobra.Command {
 
 		retention   string
 		eventMaxAge time.Duration
+		ckKeep      int
+		ckMaxAge    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -113,7 +115,7 @@ visit cannot use it.`,
 			}
 			srv, err := server.New(server.Options{Runner: r, Definitions: ids, Harnesses: harnessNames(), Tokens: toks, NoAuth: noAuth,
 				AllowedHosts: hosts, AllowedOrigins: origins, Logger: logger(), ReapInterval: interval, ReapTTL: ttl, Metrics: metrics,
-				Forget: run.ForgetOptions{EventMaxAge: eventMaxAge}})
+				Forget: run.ForgetOptions{EventMaxAge: eventMaxAge, CheckpointKeep: ckKeep, CheckpointMaxAge: ckMaxAge}})
 			if err != nil {
 				return err
 			}
@@ -157,6 +159,7 @@ visit cannot use it.`,
 	cmd.Flags().DurationVar(&ttl, "ttl", 30*time.Minute, "cancel runs nobody watched for this long (negative: never)")
 	cmd.Flags().StringVar(&retention, "retention", "all", "what the store keeps of ended runs: all, sandbox (no prompt, no event text) or none (nothing); a definition may ask for less")
 	cmd.Flags().DurationVar(&eventMaxAge, "event-max-age", 0, "delete the events of runs that ended longer ago than this (0: keep them)")
+	checkpointRetentionFlags(cmd, &ckKeep, &ckMaxAge)
 	return cmd
 }
 

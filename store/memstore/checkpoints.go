@@ -28,6 +28,7 @@ type ckState struct {
 	threads map[threadKey]*ckThread
 	refs    map[string]int
 	blobs   map[string][]byte
+	sweep   storeutil.SweepRow
 }
 
 func newCkState() ckState {
@@ -94,7 +95,8 @@ func (s *Store) AcquireWriter(ctx context.Context, tenant, threadID string, ttl 
 	}
 	t.writer = storeutil.WriterRow{Token: storeutil.NewWriterToken(), Fence: t.writer.Fence + 1, Expires: storeutil.LeaseExpiry(now, ttl)}
 	t.hasW = true
-	return store.WriterLease{Tenant: tenant, ThreadID: threadID, Token: t.writer.Token, Fence: t.writer.Fence, ExpiresAt: t.writer.Expires}, nil
+	return store.WriterLease{Tenant: tenant, ThreadID: threadID, Token: t.writer.Token, Fence: t.writer.Fence, ExpiresAt: t.writer.Expires,
+		SweepGen: s.ck.sweep.Gen}, nil
 }
 
 // RenewWriter implements store.CheckpointStore.
@@ -156,6 +158,9 @@ func (s *Store) AppendCheckpoint(ctx context.Context, cp store.Checkpoint, expec
 	}
 	_, exists := t.cps[cp.ID]
 	if err := storeutil.AppendConflicts(cp, expectedHead, exists, t.head); err != nil {
+		return store.Checkpoint{}, err
+	}
+	if err := storeutil.CheckSweep(op, cp.ThreadID, s.ck.sweep, w, s.now()); err != nil {
 		return store.Checkpoint{}, err
 	}
 	t.cps[cp.ID] = cp

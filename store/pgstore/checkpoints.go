@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -35,6 +36,21 @@ const (
 	threadRunSQL    = `SELECT EXISTS (SELECT 1 FROM corral_runs WHERE thread_id = $1 AND tenant = $2)`
 	threadHasCkSQL  = `SELECT EXISTS (SELECT 1 FROM corral_checkpoints WHERE tenant = $1 AND thread_id = $2)`
 )
+
+// threadLockClass is the first key of the advisory locks that serialize a
+// thread's run creation with forks into it.
+const threadLockClass = 0x636b7274 // "ckrt"
+
+// lockThreadRuns takes, until tx ends, the advisory lock of the thread's
+// runs: CreateRun and ForkCheckpoint take it, so a fork's check that its
+// destination has no runs cannot miss a run being created (READ COMMITTED
+// does not see an uncommitted insert, and there may be no row to lock
+// yet). Threads whose keys collide only wait for each other.
+func lockThreadRuns(ctx context.Context, tx pgx.Tx, tenant, thread string) error {
+	key := fmt.Sprintf("%d:%s/%s", len(tenant), tenant, thread)
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(threadLockClass), key)
+	return err
+}
 
 // leaseNow is the lease clock's time, read inside tx.
 func (s *Store) leaseNow(ctx context.Context, tx pgx.Tx) (time.Time, error) {
@@ -176,8 +192,12 @@ func (s *Store) AcquireWriter(ctx context.Context, tenant, threadID string, ttl 
 		if row.writer.Live(now) {
 			return storeutil.WriterConflict(op, threadID)
 		}
+		sweep, err := loadSweep(ctx, tx, "")
+		if err != nil {
+			return err
+		}
 		w = store.WriterLease{Tenant: tenant, ThreadID: threadID, Token: storeutil.NewWriterToken(),
-			Fence: row.writer.Fence + 1, ExpiresAt: storeutil.LeaseExpiry(now, ttl)}
+			Fence: row.writer.Fence + 1, ExpiresAt: storeutil.LeaseExpiry(now, ttl), SweepGen: sweep.Gen}
 		_, err = tx.Exec(ctx, setWriterSQL, tenant, threadID, w.Token, w.Fence, storeutil.MS(w.ExpiresAt))
 		return err
 	})
@@ -239,6 +259,20 @@ func (s *Store) AppendCheckpoint(ctx context.Context, cp store.Checkpoint, expec
 			return err
 		}
 		if err := storeutil.AppendConflicts(cp, expectedHead, exists, row.head); err != nil {
+			return err
+		}
+		// FOR SHARE: a sweep's begin (an UPDATE of the row) waits until this
+		// append commits, so the sweep then reads its references; an append
+		// after the begin reads the new generation and is refused.
+		sweep, err := loadSweep(ctx, tx, " FOR SHARE")
+		if err != nil {
+			return err
+		}
+		now, err := s.leaseNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := storeutil.CheckSweep(op, cp.ThreadID, sweep, w, now); err != nil {
 			return err
 		}
 		if err := insertCk(ctx, tx, cp); err != nil {
@@ -390,6 +424,11 @@ func (s *Store) ForkCheckpoint(ctx context.Context, tenant, srcThreadID, srcID, 
 	}
 	var root store.Checkpoint
 	err := s.inTx(ctx, op, dstThreadID, func(tx pgx.Tx) error {
+		// Before the emptiness check: a CreateRun on the destination either
+		// committed before (and is seen) or waits until the fork is done.
+		if err := lockThreadRuns(ctx, tx, tenant, dstThreadID); err != nil {
+			return err
+		}
 		row, err := s.fence(ctx, tx, op, tenant, dstThreadID, w)
 		if err != nil {
 			return err

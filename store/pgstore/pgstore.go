@@ -445,14 +445,23 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
 	if err := s.check(op, r.ID); err != nil {
 		return err
 	}
+	return s.inTx(ctx, op, r.ID, func(tx pgx.Tx) error { return createRun(ctx, tx, r) }) // a duplicate id is AlreadyExists
+}
+
+// createRun inserts r in tx under its thread's lock (lockThreadRuns), so a
+// fork into the thread that checked it had no runs is not racing it.
+func createRun(ctx context.Context, tx pgx.Tx, r store.Run) error {
+	if err := lockThreadRuns(ctx, tx, r.Tenant, r.ThreadID); err != nil {
+		return err
+	}
 	var a args
 	vals := storeutil.RunValues(r)
 	ph := make([]string, len(vals))
 	for i, v := range vals {
 		ph[i] = a.add(v)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO corral_runs (`+storeutil.RunColumns+`) VALUES (`+strings.Join(ph, ", ")+`)`, a...)
-	return s.wrap(ctx, op, r.ID, err) // a duplicate id is AlreadyExists
+	_, err := tx.Exec(ctx, `INSERT INTO corral_runs (`+storeutil.RunColumns+`) VALUES (`+strings.Join(ph, ", ")+`)`, a...)
+	return err
 }
 
 type querier interface {

@@ -148,8 +148,12 @@ func (s *Store) AcquireWriter(ctx context.Context, tenant, threadID string, ttl 
 		if row.writer.Live(now) {
 			return storeutil.WriterConflict(op, threadID)
 		}
+		sweep, err := loadSweep(ctx, c)
+		if err != nil {
+			return err
+		}
 		w = store.WriterLease{Tenant: tenant, ThreadID: threadID, Token: storeutil.NewWriterToken(),
-			Fence: row.writer.Fence + 1, ExpiresAt: storeutil.LeaseExpiry(now, ttl)}
+			Fence: row.writer.Fence + 1, ExpiresAt: storeutil.LeaseExpiry(now, ttl), SweepGen: sweep.Gen}
 		_, err = c.ExecContext(ctx, upsertWriter, tenant, threadID, w.Token, w.Fence, storeutil.MS(w.ExpiresAt))
 		return err
 	})
@@ -205,6 +209,13 @@ func (s *Store) AppendCheckpoint(ctx context.Context, cp store.Checkpoint, expec
 			return err
 		}
 		if err := storeutil.AppendConflicts(cp, expectedHead, exists, row.head); err != nil {
+			return err
+		}
+		sweep, err := loadSweep(ctx, c)
+		if err != nil {
+			return err
+		}
+		if err := storeutil.CheckSweep(op, cp.ThreadID, sweep, w, s.now()); err != nil {
 			return err
 		}
 		if err := insertCk(ctx, c, cp); err != nil {

@@ -192,3 +192,18 @@ func testBlobLarge(t *testing.T, s store.BlobStore) {
 		t.Fatalf("8 MiB blob read back as %d bytes, different", len(got))
 	}
 }
+
+// AllBlobs returns every digest s lists, following its pages.
+func AllBlobs(t *testing.T, s store.BlobStore) []string {
+	t.Helper()
+	var out []string
+	for cursor := ""; ; {
+		page, next, err := s.ListBlobs(t.Context(), cursor, 0)
+		must(t, err, "ListBlobs")
+		out = append(out, page...)
+		if next == "" {
+			return out
+		}
+		cursor = next
+	}
+}

@@ -70,6 +70,7 @@ func RunCheckpointStore(t *testing.T, h Harness) {
 	t.Run("Prune", func(t *testing.T) { testCkPrune(t, h) })
 	t.Run("Fork", func(t *testing.T) { testCkFork(t, h) })
 	t.Run("ForkRefused", func(t *testing.T) { testCkForkRefused(t, h) })
+	t.Run("ForkRacesCreateRun", func(t *testing.T) { testCkForkRacesCreateRun(t, h) })
 	t.Run("Tenants", func(t *testing.T) { testCkTenants(t, h) })
 	t.Run("CrossHandle", func(t *testing.T) { testCkCrossHandle(t, h) })
 }

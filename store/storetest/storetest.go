@@ -2,7 +2,7 @@
 // passes: the same cases run against memstore, sqlitestore and pgstore.
 //
 // An implementation's test calls Run (or one of RunInstanceStore, RunLocker,
-// RunRunStore, RunEventLog, RunCheckpointStore) with a Harness that opens a fresh, empty store
+// RunRunStore, RunEventLog, RunCheckpointStore, RunBlobSweep) with a Harness that opens a fresh, empty store
 // per test. The cross-process lock cases re-execute the test binary as a
 // child that holds a lock; for them the test package's TestMain must call
 // Main, and the Backend must say how a child reaches the same database
@@ -59,6 +59,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Events", func(t *testing.T) { RunEventLog(t, h) })
 	t.Run("Retention", func(t *testing.T) { RunForgetter(t, h) })
 	t.Run("Checkpoints", func(t *testing.T) { RunCheckpointStore(t, h) })
+	t.Run("BlobSweep", func(t *testing.T) { RunBlobSweep(t, h) })
 	t.Run("Blobs", func(t *testing.T) {
 		RunBlobStore(t, func(t *testing.T) store.BlobStore { return h.open(t).Store })
 	})

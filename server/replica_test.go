@@ -4,7 +4,8 @@ package server_test
 // streams a run from replica A, A is killed with SIGKILL mid-run, and the
 // client goes on from replica B with its last event id: B takes the run
 // over (its lease runs out after CORRAL_LEASE_TTL=1s) and the client sees
-// every line exactly once, in order, to the end of a completed run.
+// every line exactly once, in order, to the end of a completed run. It
+// runs with sandboxes on local and on the real Kubernetes test cluster.
 
 import (
 	"bufio"
@@ -25,6 +26,7 @@ import (
 	"github.com/d10ffeed/corral/api"
 	"github.com/d10ffeed/corral/client"
 	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
 	"github.com/d10ffeed/corral/store"
 	"github.com/d10ffeed/corral/store/pgstore"
 	"github.com/d10ffeed/corral/store/pgstore/pgtest"
@@ -204,15 +206,45 @@ func TestTwoReplicasOnePostgres(t *testing.T) {
 		trials = v
 	}
 	bin := buildCorral(t)
+	for _, c := range []struct {
+		provider string
+		trials   int
+	}{
+		{"local", trials},
+		// Each trial makes a Pod; fewer unless asked for.
+		{"kubernetes", min(trials, 3)},
+	} {
+		t.Run(c.provider, func(t *testing.T) {
+			cfg := replicaConfig(t, c.provider)
+			for i := range c.trials {
+				t.Run(fmt.Sprint("trial", i), func(t *testing.T) { replicaTrial(t, bin, pgURL, cfg, i) })
+			}
+		})
+	}
+}
+
+// replicaConfig writes the daemons' corral.yaml for a provider: local in
+// a temporary directory, or kubernetes on the real test cluster in a
+// namespace of the test's own (skipped, or failed under CI=true, without
+// the cluster).
+func replicaConfig(t *testing.T, provider string) string {
+	t.Helper()
 	dir := t.TempDir()
+	var yaml string
+	switch provider {
+	case "local":
+		yaml = fmt.Sprintf("provider:\n  name: local\n  local: {baseDir: %s}\n", filepath.Join(dir, "sandboxes"))
+	case "kubernetes":
+		kc := k8stest.Require(t)
+		yaml = fmt.Sprintf("provider:\n  name: kubernetes\n  kubernetes: {kubeconfig: %q, namespace: %s}\n", kc, k8stest.Namespace(t))
+	default:
+		t.Fatalf("no replica config for provider %q", provider)
+	}
 	cfg := filepath.Join(dir, "corral.yaml")
-	yaml := fmt.Sprintf("provider:\n  name: local\n  local: {baseDir: %s}\n", filepath.Join(dir, "sandboxes"))
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i := range trials {
-		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { replicaTrial(t, bin, pgURL, cfg, i) })
-	}
+	return cfg
 }
 
 func replicaTrial(t *testing.T, bin, pgURL, cfg string, trial int) {

@@ -62,12 +62,6 @@ func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Proces
 // values live only in this handle.
 func (h *handle) SetEnv(ctx context.Context, vars map[string]string) error { return h.env.Set(vars) }
 
-// ConnectPort is Unimplemented for now.
-func (h *handle) ConnectPort(ctx context.Context, port int) (sandbox.Endpoint, error) {
-	return sandbox.Endpoint{}, &sandbox.UnsupportedCapabilityError{Provider: Name, Capability: "ports",
-		Hint: "port-forward through the API server is not built yet; use kubectl port-forward pod/" + h.id}
-}
-
 // Snapshot is Unimplemented: a plain cluster has no Pod snapshots.
 func (h *handle) Snapshot(ctx context.Context, label string) (sandbox.Snapshot, error) {
 	return sandbox.Snapshot{}, sandbox.Unsupported(Name, "snapshots")

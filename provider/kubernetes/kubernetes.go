@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
@@ -96,11 +95,12 @@ type Options struct {
 type Provider struct {
 	opts      Options
 	cfg       *rest.Config
-	cs        kubernetes.Interface
+	core      *coreClient
 	ns        string
 	resources corev1.ResourceRequirements
 	log       *slog.Logger
 	caps      sandbox.Capabilities
+	fwd       forwards
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -148,11 +148,11 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, sandbox.Wrap(sandbox.InvalidArgument, op, opts.Kubeconfig, err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	core, err := newCoreClient(cfg)
 	if err != nil {
 		return nil, sandbox.Wrap(sandbox.InvalidArgument, op, opts.Kubeconfig, err)
 	}
-	return &Provider{opts: opts, cfg: cfg, cs: cs, ns: ns, resources: res, log: log,
+	return &Provider{opts: opts, cfg: cfg, core: core, ns: ns, resources: res, log: log,
 		caps: capabilities()}, nil
 }
 
@@ -168,6 +168,7 @@ func capabilities() sandbox.Capabilities {
 		WritableStdin:       true,
 		KillableProcesses:   true,
 		OwnProcessTable:     true,
+		Ports:               true,
 	}
 }
 
@@ -261,7 +262,7 @@ func (p *Provider) Host() string { return p.cfg.Host }
 
 // Ping checks that the API server answers and that the namespace exists.
 func (p *Provider) Ping(ctx context.Context) error {
-	if _, err := p.cs.CoreV1().Namespaces().Get(ctx, p.ns, metav1GetOptions); err != nil {
+	if err := p.core.getNamespace(ctx, p.ns); err != nil {
 		e := p.apiError("kubernetes.ping", p.ns, err)
 		if sandbox.CodeOf(e) == sandbox.Unknown || sandbox.CodeOf(e) == sandbox.Internal {
 			e = &sandbox.Error{Code: sandbox.Unavailable, Op: "kubernetes.ping", Msg: "no API server reachable at " + p.cfg.Host, Err: err}
@@ -271,9 +272,11 @@ func (p *Provider) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close releases nothing today; it is there for symmetry with the other
-// providers.
-func (p *Provider) Close() error { return nil }
+// Close stops the provider's port forwards.
+func (p *Provider) Close() error {
+	p.stopForwards("")
+	return nil
+}
 
 // RestoreSnapshot is Unimplemented: a plain cluster has no Pod snapshots.
 func (p *Provider) RestoreSnapshot(ctx context.Context, snapshot string, opts sandbox.CreateOptions) (sandbox.Handle, error) {

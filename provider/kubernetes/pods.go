@@ -18,8 +18,6 @@ import (
 	"github.com/d10ffeed/corral/sandbox"
 )
 
-var metav1GetOptions = metav1.GetOptions{}
-
 // pollEvery is how often Create, Resume and Destroy look at a Pod while
 // they wait for it to run or go.
 const pollEvery = 100 * time.Millisecond
@@ -51,7 +49,7 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.ID, "%v", err)
 	}
 	sandbox.ReportProgress(ctx, sandbox.ProgressStep{Phase: "pod", Subject: p.ns + "/" + name, Status: "creating"})
-	created, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})
+	created, err := p.core.createPod(ctx, pod)
 	if err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil, &sandbox.Error{Code: sandbox.AlreadyExists, Op: op, ID: opts.ID,
@@ -143,7 +141,7 @@ func (p *Provider) waitRunning(ctx context.Context, op, name string) (*corev1.Po
 	defer t.Stop()
 	var last *corev1.Pod
 	for {
-		pod, err := p.cs.CoreV1().Pods(p.ns).Get(wctx, name, metav1.GetOptions{})
+		pod, err := p.core.getPod(wctx, p.ns, name)
 		if err != nil {
 			if ctx.Err() == nil && wctx.Err() != nil {
 				return nil, sandbox.Errorf(sandbox.DeadlineExceeded, op, name, "the pod did not run within %v: %s", p.opts.StartTimeout, pendingReason(last))
@@ -266,7 +264,7 @@ func (p *Provider) lookup(ctx context.Context, op, id string) (*corev1.Pod, erro
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			continue
 		}
-		pod, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, name, metav1.GetOptions{})
+		pod, err := p.core.getPod(ctx, p.ns, name)
 		if err == nil {
 			if pod.Labels[LabelManaged] != "true" {
 				return nil, sandbox.Errorf(sandbox.NotFound, op, id, "pod %s/%s is not a corral sandbox", p.ns, name)
@@ -278,7 +276,7 @@ func (p *Provider) lookup(ctx context.Context, op, id string) (*corev1.Pod, erro
 		}
 	}
 	sel := labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelKeyHash: keyHash(id)}).String()
-	list, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := p.core.listPods(ctx, p.ns, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, p.apiError(op, id, err)
 	}
@@ -302,13 +300,14 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	p.stopForwards(pod.Name)
 	return p.remove(ctx, op, pod.Name, pod.UID)
 }
 
 // remove deletes a Pod (only the one with that uid) and waits for it to go.
 func (p *Provider) remove(ctx context.Context, op, name string, uid types.UID) error {
 	var zero int64
-	err := p.cs.CoreV1().Pods(p.ns).Delete(ctx, name, metav1.DeleteOptions{
+	err := p.core.deletePod(ctx, p.ns, name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or a new Pod of that name that is not ours to delete
@@ -319,7 +318,7 @@ func (p *Provider) remove(ctx context.Context, op, name string, uid types.UID) e
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	for {
-		pod, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, name, metav1.GetOptions{})
+		pod, err := p.core.getPod(ctx, p.ns, name)
 		if apierrors.IsNotFound(err) || err == nil && pod.UID != uid {
 			p.log.Debug("kubernetes: sandbox destroyed", "id", name)
 			return nil

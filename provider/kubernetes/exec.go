@@ -92,7 +92,7 @@ func (b backend) Start(ctx context.Context, op string, spec execproc.Spec) (exec
 	h := b.h
 	p := h.p
 	withStdin := spec.Stdin || len(spec.Env) > 0
-	exe, err := p.executor(p.core.execURL(p.ns, h.id, &corev1.PodExecOptions{
+	exe, err := p.executor(p.core.execURL(p.ns, h.pod, &corev1.PodExecOptions{
 		Container: containerName, Command: launchArgv(spec),
 		Stdin: withStdin, Stdout: true, Stderr: true,
 	}))

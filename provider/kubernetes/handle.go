@@ -11,7 +11,8 @@ import (
 // handle is one sandbox: a Pod.
 type handle struct {
 	p     *Provider
-	id    string // the Pod's name
+	id    string // the sandbox id: the Pod's name, or the SandboxClaim's in Sandbox mode
+	pod   string // the Pod commands run in
 	fs    sandbox.FS
 	procs *execproc.Runner
 	env   *execproc.Env // create env, then SetEnv overlays
@@ -19,15 +20,16 @@ type handle struct {
 
 var _ sandbox.Handle = (*handle)(nil)
 
-func (p *Provider) newHandle(name string) *handle {
-	h := &handle{p: p, id: name, env: execproc.NewEnv(nil)}
-	h.procs = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: name, Root: p.opts.Workdir,
+func (p *Provider) newHandle(id, pod string) *handle {
+	h := &handle{p: p, id: id, pod: pod, env: execproc.NewEnv(nil)}
+	h.procs = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: id, Root: p.opts.Workdir,
 		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Logger: p.log})
 	h.fs = execfs.New(h.runFS, execfs.Options{Root: p.opts.Workdir, Provider: Name})
 	return h
 }
 
-// ID returns the sandbox id: the Pod's name.
+// ID returns the sandbox id: the Pod's name (in Sandbox mode the
+// SandboxClaim's).
 func (h *handle) ID() string { return h.id }
 
 // Provider returns "kubernetes".
@@ -84,5 +86,5 @@ func PodName(h sandbox.Handle) (string, bool) {
 	if h == nil || !sandbox.As(h, &kh) {
 		return "", false
 	}
-	return kh.id, true
+	return kh.pod, true
 }

@@ -64,7 +64,7 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 	if _, err := p.waitRunning(ctx, op, name); err != nil {
 		return fail(err)
 	}
-	h := p.newHandle(name)
+	h := p.newHandle(name, name)
 	if err := h.env.Set(opts.Env); err != nil {
 		return fail(err)
 	}
@@ -79,11 +79,27 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 
 // podSpec builds the sandbox's Pod.
 func (p *Provider) podSpec(name string, opts sandbox.CreateOptions) (*corev1.Pod, error) {
+	lbl, err := p.userLabels(opts.Labels)
+	if err != nil {
+		return nil, err
+	}
+	lbl[LabelSandboxID] = name
+	ann := map[string]string{AnnotationCreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	if opts.ID != "" {
+		lbl[LabelKeyHash] = keyHash(opts.ID)
+		ann[AnnotationKey] = opts.ID
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: lbl, Annotations: ann}, Spec: p.sandboxPodSpec()}, nil
+}
+
+// userLabels merges Options.Labels and extra (which wins), checks them,
+// and adds LabelManaged.
+func (p *Provider) userLabels(extra map[string]string) (map[string]string, error) {
 	lbl := map[string]string{}
 	for k, v := range p.opts.Labels {
 		lbl[k] = v
 	}
-	for k, v := range opts.Labels {
+	for k, v := range extra {
 		lbl[k] = v
 	}
 	for k, v := range lbl {
@@ -98,12 +114,12 @@ func (p *Provider) podSpec(name string, opts sandbox.CreateOptions) (*corev1.Pod
 		}
 	}
 	lbl[LabelManaged] = "true"
-	lbl[LabelSandboxID] = name
-	ann := map[string]string{AnnotationCreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
-	if opts.ID != "" {
-		lbl[LabelKeyHash] = keyHash(opts.ID)
-		ann[AnnotationKey] = opts.ID
-	}
+	return lbl, nil
+}
+
+// sandboxPodSpec is the shape of every sandbox's Pod (Pods mode) and of
+// corral's SandboxTemplate (Sandbox mode).
+func (p *Provider) sandboxPodSpec() corev1.PodSpec {
 	no := false
 	var zero int64
 	spec := corev1.PodSpec{
@@ -129,7 +145,7 @@ func (p *Provider) podSpec(name string, opts sandbox.CreateOptions) (*corev1.Pod
 		rc := p.opts.RuntimeClassName
 		spec.RuntimeClassName = &rc
 	}
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: lbl, Annotations: ann}, Spec: spec}, nil
+	return spec
 }
 
 // waitRunning waits for the Pod to run, at most Options.StartTimeout. A
@@ -252,7 +268,7 @@ func (p *Provider) Resume(ctx context.Context, id string) (sandbox.Handle, error
 			return nil, err
 		}
 	}
-	return p.newHandle(pod.Name), nil
+	return p.newHandle(pod.Name, pod.Name), nil
 }
 
 // lookup finds corral's Pod by sandbox id or key.

@@ -52,10 +52,10 @@ func (h *handle) ConnectPort(ctx context.Context, port int) (sandbox.Endpoint, e
 	p := h.p
 	p.fwd.mu.Lock()
 	defer p.fwd.mu.Unlock()
-	if f := p.fwd.m[fwdKey(h.id, port)]; f != nil {
+	if f := p.fwd.m[fwdKey(h.pod, port)]; f != nil {
 		return sandbox.Endpoint{URL: f.url}, nil
 	}
-	d, err := p.portDialer(h.id)
+	d, err := p.portDialer(h.pod)
 	if err != nil {
 		return sandbox.Endpoint{}, sandbox.Wrap(sandbox.Internal, op, h.id, err)
 	}
@@ -64,11 +64,11 @@ func (h *handle) ConnectPort(ctx context.Context, port int) (sandbox.Endpoint, e
 	if err != nil {
 		return sandbox.Endpoint{}, sandbox.Wrap(sandbox.Unavailable, op, h.id, err)
 	}
-	f := &forward{pod: h.id, port: port, ln: ln, url: "http://" + ln.Addr().String()}
+	f := &forward{pod: h.pod, port: port, ln: ln, url: "http://" + ln.Addr().String()}
 	if p.fwd.m == nil {
 		p.fwd.m = map[string]*forward{}
 	}
-	p.fwd.m[fwdKey(h.id, port)] = f
+	p.fwd.m[fwdKey(h.pod, port)] = f
 	go p.serveForward(f, d)
 	p.log.Debug("kubernetes: port forward", "id", h.id, "port", port, "url", f.url)
 	return sandbox.Endpoint{URL: f.url}, nil

@@ -9,6 +9,7 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -23,9 +24,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/d10ffeed/corral/api"
 	"github.com/d10ffeed/corral/client"
 	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/provider/kubernetes"
 	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
 	"github.com/d10ffeed/corral/store"
 	"github.com/d10ffeed/corral/store/pgstore"
@@ -215,9 +219,20 @@ func TestTwoReplicasOnePostgres(t *testing.T) {
 		{"kubernetes", min(trials, 3)},
 	} {
 		t.Run(c.provider, func(t *testing.T) {
-			cfg := replicaConfig(t, c.provider)
+			cfg, ns := replicaConfig(t, c.provider)
 			for i := range c.trials {
 				t.Run(fmt.Sprint("trial", i), func(t *testing.T) { replicaTrial(t, bin, pgURL, cfg, i) })
+			}
+			if ns != "" {
+				// The runs' sandboxes were Pods on the cluster.
+				pods, err := k8stest.Client(t).CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: kubernetes.LabelManaged + "=true"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("corral's pods in namespace %s after %d trials: %d", ns, c.trials, len(pods.Items))
+				if len(pods.Items) != c.trials {
+					t.Errorf("%d pods of corral's in %s, want one per trial's thread (%d)", len(pods.Items), ns, c.trials)
+				}
 			}
 		})
 	}
@@ -226,8 +241,8 @@ func TestTwoReplicasOnePostgres(t *testing.T) {
 // replicaConfig writes the daemons' corral.yaml for a provider: local in
 // a temporary directory, or kubernetes on the real test cluster in a
 // namespace of the test's own (skipped, or failed under CI=true, without
-// the cluster).
-func replicaConfig(t *testing.T, provider string) string {
+// the cluster). For kubernetes it also returns the namespace.
+func replicaConfig(t *testing.T, provider string) (cfg, ns string) {
 	t.Helper()
 	dir := t.TempDir()
 	var yaml string
@@ -236,15 +251,16 @@ func replicaConfig(t *testing.T, provider string) string {
 		yaml = fmt.Sprintf("provider:\n  name: local\n  local: {baseDir: %s}\n", filepath.Join(dir, "sandboxes"))
 	case "kubernetes":
 		kc := k8stest.Require(t)
-		yaml = fmt.Sprintf("provider:\n  name: kubernetes\n  kubernetes: {kubeconfig: %q, namespace: %s}\n", kc, k8stest.Namespace(t))
+		ns = k8stest.Namespace(t)
+		yaml = fmt.Sprintf("provider:\n  name: kubernetes\n  kubernetes: {kubeconfig: %q, namespace: %s}\n", kc, ns)
 	default:
 		t.Fatalf("no replica config for provider %q", provider)
 	}
-	cfg := filepath.Join(dir, "corral.yaml")
+	cfg = filepath.Join(dir, "corral.yaml")
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return cfg
+	return cfg, ns
 }
 
 func replicaTrial(t *testing.T, bin, pgURL, cfg string, trial int) {

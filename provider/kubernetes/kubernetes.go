@@ -76,6 +76,19 @@ type Options struct {
 	NodeSelector map[string]string
 	// Labels are added to every Pod (never secrets).
 	Labels map[string]string
+	// Mode is how sandboxes are made: ModePods (default), a Pod each, or
+	// ModeSandbox, a SandboxClaim each through agent-sandbox (see
+	// agentsandbox.go).
+	Mode Mode
+	// Template is, in Sandbox mode, the name of an existing SandboxTemplate
+	// the claims use. Default: corral's own, made from these options and
+	// named after a digest of the pod shape.
+	Template string
+	// WarmPool is, in Sandbox mode, the size of a SandboxWarmPool of the
+	// template that corral makes (named like the template) so claims are
+	// served from running pods. Default 0: none made (claims still take a
+	// warm pod from a pool someone else made for the template).
+	WarmPool int32
 	// StartTimeout bounds how long Create and Resume wait for a Pod to
 	// run. Default 2 minutes. A Pod that cannot start (unschedulable, an
 	// image that cannot be pulled) fails sooner, with the reason.
@@ -101,6 +114,7 @@ type Provider struct {
 	log       *slog.Logger
 	caps      sandbox.Capabilities
 	fwd       forwards
+	tmpl      templates
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -129,6 +143,16 @@ func New(opts Options) (*Provider, error) {
 	case corev1.PullAlways, corev1.PullNever, corev1.PullIfNotPresent:
 	default:
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, string(opts.PullPolicy), "Options.PullPolicy: want Always, Never or IfNotPresent")
+	}
+	switch opts.Mode {
+	case "":
+		opts.Mode = ModePods
+	case ModePods, ModeSandbox:
+	default:
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, string(opts.Mode), "Options.Mode: want pods or sandbox")
+	}
+	if opts.WarmPool < 0 || opts.WarmPool > 0 && opts.Mode != ModeSandbox {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, "", "Options.WarmPool: a pool size (0 or more) in Sandbox mode only")
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 2 * time.Minute

@@ -38,6 +38,11 @@ func (p *Provider) List(ctx context.Context, match map[string]string) ([]Sandbox
 	for k, v := range match {
 		set[k] = v
 	}
+	if p.opts.Mode == ModeSandbox {
+		out, err := p.listClaims(ctx, labels.SelectorFromSet(set).String())
+		slices.SortFunc(out, func(a, b Sandbox) int { return b.CreatedAt.Compare(a.CreatedAt) })
+		return out, err
+	}
 	list, err := p.core.listPods(ctx, p.ns, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(set).String()})
 	if err != nil {
 		return nil, p.apiError("kubernetes.list", p.ns, err)

@@ -44,27 +44,18 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 	if opts.ID != "" {
 		name = podName(opts.ID)
 	}
-	pod, err := p.podSpec(name, opts)
-	if err != nil {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.ID, "%v", err)
+	mk := p.createPod
+	if p.opts.Mode == ModeSandbox {
+		mk = p.createClaim
 	}
-	sandbox.ReportProgress(ctx, sandbox.ProgressStep{Phase: "pod", Subject: p.ns + "/" + name, Status: "creating"})
-	created, err := p.core.createPod(ctx, pod)
+	h, undo, err := mk(ctx, op, name, opts)
 	if err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return nil, &sandbox.Error{Code: sandbox.AlreadyExists, Op: op, ID: opts.ID,
-				Msg: fmt.Sprintf("a pod named %s/%s exists already", p.ns, name), Err: err}
-		}
-		return nil, p.apiError(op, name, err)
-	}
-	fail := func(err error) (sandbox.Handle, error) {
-		p.deleteQuietly(ctx, name, created.UID)
 		return nil, err
 	}
-	if _, err := p.waitRunning(ctx, op, name); err != nil {
-		return fail(err)
+	fail := func(err error) (sandbox.Handle, error) {
+		undo()
+		return nil, err
 	}
-	h := p.newHandle(name, name)
 	if err := h.env.Set(opts.Env); err != nil {
 		return fail(err)
 	}
@@ -73,8 +64,32 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 			return fail(sandbox.Wrap(sandbox.Internal, op, name, err))
 		}
 	}
-	p.log.Debug("kubernetes: sandbox created", "id", name, "namespace", p.ns, "image", p.opts.Image)
+	p.log.Debug("kubernetes: sandbox created", "id", name, "pod", h.pod, "namespace", p.ns, "image", p.opts.Image)
 	return h, nil
+}
+
+// createPod is Create in Pods mode: the Pod, waited for until it runs.
+// undo deletes it.
+func (p *Provider) createPod(ctx context.Context, op, name string, opts sandbox.CreateOptions) (*handle, func(), error) {
+	pod, err := p.podSpec(name, opts)
+	if err != nil {
+		return nil, nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.ID, "%v", err)
+	}
+	sandbox.ReportProgress(ctx, sandbox.ProgressStep{Phase: "pod", Subject: p.ns + "/" + name, Status: "creating"})
+	created, err := p.core.createPod(ctx, pod)
+	if err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, nil, &sandbox.Error{Code: sandbox.AlreadyExists, Op: op, ID: opts.ID,
+				Msg: fmt.Sprintf("a pod named %s/%s exists already", p.ns, name), Err: err}
+		}
+		return nil, nil, p.apiError(op, name, err)
+	}
+	undo := func() { p.deleteQuietly(ctx, name, created.UID) }
+	if _, err := p.waitRunning(ctx, op, name); err != nil {
+		undo()
+		return nil, nil, err
+	}
+	return p.newHandle(name, name), undo, nil
 }
 
 // podSpec builds the sandbox's Pod.
@@ -256,6 +271,9 @@ func pendingReason(pod *corev1.Pod) string {
 // given at create is not persisted: re-apply it with SetEnv.
 func (p *Provider) Resume(ctx context.Context, id string) (sandbox.Handle, error) {
 	const op = "kubernetes.resume"
+	if p.opts.Mode == ModeSandbox {
+		return p.resumeClaim(ctx, op, id)
+	}
 	pod, err := p.lookup(ctx, op, id)
 	if err != nil {
 		return nil, err
@@ -309,8 +327,11 @@ func (p *Provider) lookup(ctx context.Context, op, id string) (*corev1.Pod, erro
 // is fine; a Pod corral did not make is left alone (NotFound).
 func (p *Provider) Destroy(ctx context.Context, id string) error {
 	const op = "kubernetes.destroy"
+	if p.opts.Mode == ModeSandbox {
+		return p.destroyClaim(ctx, op, id)
+	}
 	pod, err := p.lookup(ctx, op, id)
-	if sandbox.CodeOf(err) == sandbox.NotFound && !strings.Contains(err.Error(), "not a corral sandbox") {
+	if sandbox.CodeOf(err) == sandbox.NotFound && !isNotOurs(err) {
 		return nil
 	}
 	if err != nil {
@@ -319,6 +340,9 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	p.stopForwards(pod.Name)
 	return p.remove(ctx, op, pod.Name, pod.UID)
 }
+
+// isNotOurs reports lookup's NotFound for an object corral did not make.
+func isNotOurs(err error) bool { return strings.Contains(err.Error(), "not a corral sandbox") }
 
 // remove deletes a Pod (only the one with that uid) and waits for it to go.
 func (p *Provider) remove(ctx context.Context, op, name string, uid types.UID) error {

@@ -97,6 +97,18 @@ func Client(t testing.TB) kubernetes.Interface {
 	return cs
 }
 
+// RequireAgentSandbox is Require plus agent-sandbox's CRDs (the
+// extensions group scripts/setup-agent-sandbox.sh installs).
+func RequireAgentSandbox(t testing.TB) string {
+	t.Helper()
+	kc := Require(t)
+	cs, _ := gate()
+	if _, err := cs.Discovery().ServerResourcesForGroupVersion("extensions.agents.x-k8s.io/v1alpha1"); err != nil {
+		testutil.Unavailable(t, "kubernetes: agent-sandbox is not installed on the test cluster (scripts/setup-agent-sandbox.sh installs it): "+err.Error())
+	}
+	return kc
+}
+
 // Config returns a copy of the test cluster's client configuration
 // (Require first).
 func Config(t testing.TB) *rest.Config {

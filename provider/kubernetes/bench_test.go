@@ -141,3 +141,79 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSandboxModeClaim: create → first command in Sandbox mode, a
+// claim served from a warm pool against a cold claim (no pool: the
+// Sandbox controller makes the Pod), with Pods mode's cold create and the
+// raw bare Pod as the floor. Destroying, and the pool refilling, are
+// outside the timer.
+func BenchmarkSandboxModeClaim(b *testing.B) {
+	k8stest.RequireAgentSandbox(b)
+	ctx := context.Background()
+	first := func(b *testing.B, p *kubernetes.Provider, before func()) {
+		b.ResetTimer() // the namespace, template and pool are set-up
+		for range b.N {
+			b.StopTimer()
+			before()
+			b.StartTimer()
+			h, err := p.Create(ctx, sandbox.CreateOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res, err := h.Exec(ctx, sandbox.Command{Args: []string{"true"}}); err != nil || res.ExitCode != 0 {
+				b.Fatal(res, err)
+			}
+			b.StopTimer()
+			if err := h.Destroy(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	b.Run("warm-claim", func(b *testing.B) {
+		const pool = 2
+		p := sandboxModeProvider(b, kubernetes.Options{WarmPool: pool})
+		cs := k8stest.Client(b)
+		// A first claim makes the template and the pool.
+		h, err := p.Create(ctx, sandbox.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = h.Destroy(ctx)
+		first(b, p, func() {
+			for {
+				pods, err := cs.CoreV1().Pods(p.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: "agents.x-k8s.io/pool"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ready := 0
+				for _, pd := range pods.Items {
+					if pd.Status.Phase == corev1.PodRunning && pd.DeletionTimestamp == nil {
+						ready++
+					}
+				}
+				if ready >= pool {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	})
+	b.Run("cold-claim", func(b *testing.B) {
+		first(b, sandboxModeProvider(b, kubernetes.Options{}), func() {})
+	})
+	b.Run("cold-pod", func(b *testing.B) {
+		first(b, newProvider(b, kubernetes.Options{}), func() {})
+	})
+	b.Run("floor", func(b *testing.B) {
+		f := newFloor(b)
+		b.ResetTimer()
+		for range b.N {
+			pod := f.createRunning(ctx, b)
+			f.exec(ctx, b, pod, "true")
+			b.StopTimer()
+			f.delete(ctx, b, pod)
+			b.StartTimer()
+		}
+	})
+}

@@ -20,7 +20,7 @@ import (
 
 // pollEvery is how often Create, Resume and Destroy look at a Pod while
 // they wait for it to run or go.
-const pollEvery = 100 * time.Millisecond
+const pollEvery = 50 * time.Millisecond
 
 // Create makes a Pod for the sandbox and waits for it to run.
 //

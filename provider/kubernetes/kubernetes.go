@@ -154,6 +154,9 @@ func New(opts Options) (*Provider, error) {
 	if opts.WarmPool < 0 || opts.WarmPool > 0 && opts.Mode != ModeSandbox {
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, "", "Options.WarmPool: a pool size (0 or more) in Sandbox mode only")
 	}
+	if opts.Template != "" && opts.Mode != ModeSandbox {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.Template, "Options.Template: a SandboxTemplate is for Sandbox mode only")
+	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 2 * time.Minute
 	}

@@ -21,10 +21,21 @@ import (
 
 // TestKubernetesSandboxCommands runs corral exec --keep --provider
 // kubernetes on the real test cluster, in a namespace of its own that
-// also holds another client's Pod: corral sandbox ls lists corral's Pods
-// only, rm removes one, prune the rest, and the other Pod is left alone.
+// also holds another client's Pod: corral sandbox ls lists corral's
+// sandboxes only, rm removes one, prune the rest, and the other Pod is
+// left alone. It runs in Pods mode and in Sandbox mode (agent-sandbox's
+// claims).
 func TestKubernetesSandboxCommands(t *testing.T) {
+	for _, mode := range []string{"pods", "sandbox"} {
+		t.Run(mode, func(t *testing.T) { sandboxCommandsTrial(t, mode) })
+	}
+}
+
+func sandboxCommandsTrial(t *testing.T, mode string) {
 	kc := k8stest.Require(t)
+	if mode == "sandbox" {
+		k8stest.RequireAgentSandbox(t)
+	}
 	ns := k8stest.Namespace(t)
 	cs := k8stest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -35,7 +46,7 @@ func TestKubernetesSandboxCommands(t *testing.T) {
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	flags := []string{"--provider", "kubernetes", "--kubeconfig", kc, "--namespace", ns}
+	flags := []string{"--provider", "kubernetes", "--kubeconfig", kc, "--namespace", ns, "--k8s-mode", mode}
 	var kept []string
 	for i := range 2 {
 		out, errOut, code := corral(t, append([]string{"exec", "--keep"}, append(flags, "--", "sh", "-c", fmt.Sprintf("echo from-k8s-%d; exit 3", i))...)...)
@@ -98,30 +109,38 @@ func TestKubernetesSandboxCommands(t *testing.T) {
 // TestKubernetesCrashTakeover runs `corral run` with provider: kubernetes
 // on the real test cluster, SIGKILLs the driving corral mid-run, and
 // `corral attach` from another process must deliver every line exactly
-// once with the agent's exit code (crashTrial's checks).
-// CORRAL_CRASH_TRIALS sets the number of trials (default 3).
+// once with the agent's exit code (crashTrial's checks), in Pods mode and
+// in Sandbox mode. CORRAL_CRASH_TRIALS sets the number of trials (default
+// 3 per mode).
 func TestKubernetesCrashTakeover(t *testing.T) {
 	trials := 3
 	if v, err := strconv.Atoi(os.Getenv("CORRAL_CRASH_TRIALS")); err == nil && v > 0 {
 		trials = v
 	}
-	kc := k8stest.Require(t)
-	ns := k8stest.Namespace(t)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yaml := fmt.Sprintf("id: crash\nprovider:\n  name: kubernetes\n  kubernetes: {kubeconfig: %q, namespace: %s}\n", kc, ns)
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range trials {
-		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
-	}
-	pods, err := k8stest.Client(t).CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d trials in namespace %s; pods left after corral down: %d", trials, ns, len(pods.Items))
-	if len(pods.Items) != 0 {
-		t.Errorf("corral down left %d pods", len(pods.Items))
+	for _, mode := range []string{"pods", "sandbox"} {
+		t.Run(mode, func(t *testing.T) {
+			kc := k8stest.Require(t)
+			if mode == "sandbox" {
+				k8stest.RequireAgentSandbox(t)
+			}
+			ns := k8stest.Namespace(t)
+			dir := t.TempDir()
+			cfg := filepath.Join(dir, "corral.yaml")
+			yaml := fmt.Sprintf("id: crash\nprovider:\n  name: kubernetes\n  kubernetes: {kubeconfig: %q, namespace: %s, mode: %s}\n", kc, ns, mode)
+			if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for i := range trials {
+				t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
+			}
+			pods, err := k8stest.Client(t).CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d trials in namespace %s; pods left after corral down: %d", trials, ns, len(pods.Items))
+			if len(pods.Items) != 0 {
+				t.Errorf("corral down left %d pods", len(pods.Items))
+			}
+		})
 	}
 }

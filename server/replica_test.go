@@ -5,7 +5,8 @@ package server_test
 // client goes on from replica B with its last event id: B takes the run
 // over (its lease runs out after CORRAL_LEASE_TTL=1s) and the client sees
 // every line exactly once, in order, to the end of a completed run. It
-// runs with sandboxes on local and on the real Kubernetes test cluster.
+// runs with sandboxes on local and on the real Kubernetes test cluster
+// (Pods, and agent-sandbox's claims).
 
 import (
 	"bufio"
@@ -217,6 +218,7 @@ func TestTwoReplicasOnePostgres(t *testing.T) {
 		{"local", trials},
 		// Each trial makes a Pod; fewer unless asked for.
 		{"kubernetes", min(trials, 3)},
+		{"kubernetes-sandbox", min(trials, 3)}, // agent-sandbox's claims
 	} {
 		t.Run(c.provider, func(t *testing.T) {
 			cfg, ns := replicaConfig(t, c.provider)
@@ -249,10 +251,15 @@ func replicaConfig(t *testing.T, provider string) (cfg, ns string) {
 	switch provider {
 	case "local":
 		yaml = fmt.Sprintf("provider:\n  name: local\n  local: {baseDir: %s}\n", filepath.Join(dir, "sandboxes"))
-	case "kubernetes":
+	case "kubernetes", "kubernetes-sandbox":
 		kc := k8stest.Require(t)
+		mode := "pods"
+		if provider == "kubernetes-sandbox" {
+			k8stest.RequireAgentSandbox(t)
+			mode = "sandbox"
+		}
 		ns = k8stest.Namespace(t)
-		yaml = fmt.Sprintf("provider:\n  name: kubernetes\n  kubernetes: {kubeconfig: %q, namespace: %s}\n", kc, ns)
+		yaml = fmt.Sprintf("provider:\n  name: kubernetes\n  kubernetes: {kubeconfig: %q, namespace: %s, mode: %s}\n", kc, ns, mode)
 	default:
 		t.Fatalf("no replica config for provider %q", provider)
 	}

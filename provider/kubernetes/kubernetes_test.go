@@ -118,7 +118,9 @@ func TestSandboxModeWarmPoolClaim(t *testing.T) {
 	p := sandboxModeProvider(t, kubernetes.Options{WarmPool: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cold := create(t, p, sandbox.CreateOptions{}) // makes the template and the pool
+	// The first claim makes the template and the pool (it may already be
+	// served from the pool: its controller is quick).
+	first := create(t, p, sandbox.CreateOptions{})
 	// Wait for the pool's pod to run, then claim it.
 	deadline := time.Now().Add(time.Minute)
 	var h sandbox.Handle
@@ -137,13 +139,10 @@ func TestSandboxModeWarmPoolClaim(t *testing.T) {
 	}
 	h = create(t, p, sandbox.CreateOptions{ID: "warm key/1"})
 	pod, _ := kubernetes.PodName(h)
-	coldPod, _ := kubernetes.PodName(cold)
-	t.Logf("cold claim %s on pod %s; warm claim %s on pod %s", cold.ID(), coldPod, h.ID(), pod)
+	firstPod, _ := kubernetes.PodName(first)
+	t.Logf("first claim %s on pod %s; warm claim %s on pod %s", first.ID(), firstPod, h.ID(), pod)
 	if pod == h.ID() {
 		t.Errorf("the warm claim's pod is named after the claim (%s): not served from the pool", pod)
-	}
-	if coldPod != cold.ID() {
-		t.Errorf("the cold claim's pod is %s, want the Sandbox's own %s", coldPod, cold.ID())
 	}
 	res, err := h.Exec(ctx, sandbox.Command{Shell: "echo warm > f && cat f"})
 	if err != nil || string(res.Stdout) != "warm\n" {

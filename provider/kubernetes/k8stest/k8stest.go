@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -97,14 +98,30 @@ func Client(t testing.TB) kubernetes.Interface {
 	return cs
 }
 
-// RequireAgentSandbox is Require plus agent-sandbox's CRDs (the
-// extensions group scripts/setup-agent-sandbox.sh installs).
+// AgentSandboxReadyURL is the readiness probe of the agent-sandbox
+// controller scripts/setup-agent-sandbox.sh starts.
+const AgentSandboxReadyURL = "http://127.0.0.1:18081/readyz"
+
+// RequireAgentSandbox is Require plus agent-sandbox: its CRDs (the
+// extensions group) and its controller answering AgentSandboxReadyURL,
+// as scripts/setup-agent-sandbox.sh installs and starts them.
 func RequireAgentSandbox(t testing.TB) string {
 	t.Helper()
 	kc := Require(t)
 	cs, _ := gate()
 	if _, err := cs.Discovery().ServerResourcesForGroupVersion("extensions.agents.x-k8s.io/v1alpha1"); err != nil {
 		testutil.Unavailable(t, "kubernetes: agent-sandbox is not installed on the test cluster (scripts/setup-agent-sandbox.sh installs it): "+err.Error())
+	}
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(AgentSandboxReadyURL)
+	if err == nil {
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+	}
+	if err != nil {
+		testutil.Unavailable(t, "kubernetes: the agent-sandbox controller does not answer "+AgentSandboxReadyURL+" (scripts/setup-agent-sandbox.sh starts it): "+err.Error())
 	}
 	return kc
 }

@@ -16,14 +16,6 @@ export KUBECONFIG=$K/admin.kubeconfig
 sock=$K/containerd/containerd.sock
 c() { ctr --address "$sock" -n k8s.io "$@"; }
 
-# 1. let the kubelet stop every pod, then stop the kubelet
-if [ -f "$K/kubelet.pid" ] && kill -0 "$(cat "$K/kubelet.pid")" 2>/dev/null; then
-  timeout 10 kubectl delete pods --all -A --grace-period=0 --force --wait=false >/dev/null 2>&1
-  for _ in $(seq 100); do
-    [ -z "$(c tasks ls -q 2>/dev/null | head -1)" ] && break
-    sleep 0.2
-  done
-fi
 stop() {
   local pid
   pid=$(cat "$K/$1.pid" 2>/dev/null) || return 0
@@ -34,6 +26,17 @@ stop() {
   done
   kill -9 "$pid" 2>/dev/null
 }
+# 0. agent-sandbox's controller first, so no warm pool or Sandbox makes a pod again
+stop agent-sandbox
+
+# 1. let the kubelet stop every pod, then stop the kubelet
+if [ -f "$K/kubelet.pid" ] && kill -0 "$(cat "$K/kubelet.pid")" 2>/dev/null; then
+  timeout 10 kubectl delete pods --all -A --grace-period=0 --force --wait=false >/dev/null 2>&1
+  for _ in $(seq 100); do
+    [ -z "$(c tasks ls -q 2>/dev/null | head -1)" ] && break
+    sleep 0.2
+  done
+fi
 # the API server before etcd (with etcd gone first its shutdown stalls)
 for p in kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do stop $p; done
 

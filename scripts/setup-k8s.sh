@@ -19,6 +19,8 @@
 #   4. starts etcd, the control plane and the kubelet on loopback and waits for
 #      the node to be Ready and the default ServiceAccount to exist. A cluster
 #      that already answers is left alone (no-op).
+#   5. runs scripts/setup-agent-sandbox.sh: agent-sandbox v0.1.0's CRDs and
+#      controller (built the same way, cached; see that script).
 #
 # The admin kubeconfig is $K/admin.kubeconfig (K defaults to /tmp/corral-k8s);
 # its path is also written to $KUBECONFIG_FILE (/tmp/corral-k8s.kubeconfig-path)
@@ -66,7 +68,7 @@ cluster_ready() {
 if cluster_ready; then
   echo "$K/admin.kubeconfig" >"$KUBECONFIG_FILE"
   warn "cluster already up (KUBECONFIG=$K/admin.kubeconfig)"
-  exit 0
+  exec scripts/setup-agent-sandbox.sh
 fi
 is_root || fail "no cluster answers on 127.0.0.1:6443 and not root: cannot start one"
 
@@ -279,4 +281,5 @@ wait_for node-ready cluster_ready
 wait_for default-serviceaccount kubectl get serviceaccount default
 echo "$K/admin.kubeconfig" >"$KUBECONFIG_FILE"
 warn "cluster up in $(elapsed) (KUBECONFIG=$K/admin.kubeconfig)"
-exit 0
+# --- 5. agent-sandbox's CRDs and controller -------------------------------------
+exec scripts/setup-agent-sandbox.sh

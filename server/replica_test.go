@@ -4,10 +4,13 @@ package server_test
 // streams a run from replica A, A is killed with SIGKILL mid-run, and the
 // client goes on from replica B with its last event id: B takes the run
 // over (its lease runs out after CORRAL_LEASE_TTL=1s) and the client sees
-// every line exactly once, in order, to the end of a completed run.
+// every line exactly once, in order, to the end of a completed run. It
+// runs with sandboxes on local and on the real Kubernetes test cluster
+// (Pods, and agent-sandbox's claims).
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -22,9 +25,13 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/d10ffeed/corral/api"
 	"github.com/d10ffeed/corral/client"
 	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/provider/kubernetes"
+	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
 	"github.com/d10ffeed/corral/store"
 	"github.com/d10ffeed/corral/store/pgstore"
 	"github.com/d10ffeed/corral/store/pgstore/pgtest"
@@ -204,15 +211,63 @@ func TestTwoReplicasOnePostgres(t *testing.T) {
 		trials = v
 	}
 	bin := buildCorral(t)
+	for _, c := range []struct {
+		provider string
+		trials   int
+	}{
+		{"local", trials},
+		// Each trial makes a Pod; fewer unless asked for.
+		{"kubernetes", min(trials, 3)},
+		{"kubernetes-sandbox", min(trials, 3)}, // agent-sandbox's claims
+	} {
+		t.Run(c.provider, func(t *testing.T) {
+			cfg, ns := replicaConfig(t, c.provider)
+			for i := range c.trials {
+				t.Run(fmt.Sprint("trial", i), func(t *testing.T) { replicaTrial(t, bin, pgURL, cfg, i) })
+			}
+			if ns != "" {
+				// The runs' sandboxes were Pods on the cluster.
+				pods, err := k8stest.Client(t).CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: kubernetes.LabelManaged + "=true"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("corral's pods in namespace %s after %d trials: %d", ns, c.trials, len(pods.Items))
+				if len(pods.Items) != c.trials {
+					t.Errorf("%d pods of corral's in %s, want one per trial's thread (%d)", len(pods.Items), ns, c.trials)
+				}
+			}
+		})
+	}
+}
+
+// replicaConfig writes the daemons' corral.yaml for a provider: local in
+// a temporary directory, or kubernetes on the real test cluster in a
+// namespace of the test's own (skipped, or failed under CI=true, without
+// the cluster). For kubernetes it also returns the namespace.
+func replicaConfig(t *testing.T, provider string) (cfg, ns string) {
+	t.Helper()
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yaml := fmt.Sprintf("provider:\n  name: local\n  local: {baseDir: %s}\n", filepath.Join(dir, "sandboxes"))
+	var yaml string
+	switch provider {
+	case "local":
+		yaml = fmt.Sprintf("provider:\n  name: local\n  local: {baseDir: %s}\n", filepath.Join(dir, "sandboxes"))
+	case "kubernetes", "kubernetes-sandbox":
+		kc := k8stest.Require(t)
+		mode := "pods"
+		if provider == "kubernetes-sandbox" {
+			k8stest.RequireAgentSandbox(t)
+			mode = "sandbox"
+		}
+		ns = k8stest.Namespace(t)
+		yaml = fmt.Sprintf("provider:\n  name: kubernetes\n  kubernetes: {kubeconfig: %q, namespace: %s, mode: %s}\n", kc, ns, mode)
+	default:
+		t.Fatalf("no replica config for provider %q", provider)
+	}
+	cfg = filepath.Join(dir, "corral.yaml")
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i := range trials {
-		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { replicaTrial(t, bin, pgURL, cfg, i) })
-	}
+	return cfg, ns
 }
 
 func replicaTrial(t *testing.T, bin, pgURL, cfg string, trial int) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/d10ffeed/corral/journal/journaltest"
 	"github.com/d10ffeed/corral/provider/kubernetes"
+	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
 	"github.com/d10ffeed/corral/run/runtest"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/sandboxtest"
@@ -32,4 +33,38 @@ func TestJournalConformance(t *testing.T) {
 // the memory and SQLite stores.
 func TestRunConformance(t *testing.T) {
 	runtest.RunEach(t, newProvider(t, kubernetes.Options{}), runtest.EmbeddedStores())
+}
+
+// sandboxModeProvider is a Sandbox-mode provider (agent-sandbox's
+// SandboxClaims) in a namespace of the test's own.
+func sandboxModeProvider(t testing.TB, opts kubernetes.Options) *kubernetes.Provider {
+	t.Helper()
+	k8stest.RequireAgentSandbox(t)
+	opts.Mode = kubernetes.ModeSandbox
+	opts.Namespace = k8stest.Namespace(t)
+	return newProvider(t, opts)
+}
+
+// TestSandboxModeConformance runs the provider suite with sandboxes as
+// SandboxClaims (cold: no warm pool).
+func TestSandboxModeConformance(t *testing.T) {
+	sandboxtest.Run(t, sandboxtest.Harness{Provider: sandboxModeProvider(t, kubernetes.Options{})})
+}
+
+// TestSandboxModeWarmPoolConformance runs it with claims served from a
+// warm pool of two.
+func TestSandboxModeWarmPoolConformance(t *testing.T) {
+	sandboxtest.Run(t, sandboxtest.Harness{Provider: sandboxModeProvider(t, kubernetes.Options{WarmPool: 2})})
+}
+
+// TestSandboxModeJournalConformance runs the journal suite in Sandbox
+// mode.
+func TestSandboxModeJournalConformance(t *testing.T) {
+	journaltest.Run(t, journaltest.Harness{Provider: sandboxModeProvider(t, kubernetes.Options{})})
+}
+
+// TestSandboxModeRunConformance runs the takeover and reaper suites in
+// Sandbox mode.
+func TestSandboxModeRunConformance(t *testing.T) {
+	runtest.RunEach(t, sandboxModeProvider(t, kubernetes.Options{}), runtest.EmbeddedStores())
 }

@@ -20,7 +20,20 @@
 // prelude on standard input, never in argv, the Pod spec or a Kubernetes
 // object. Files go through the kit's exec file system (sandbox/execfs).
 //
+// Ports go through the API server's port-forward subresource: ConnectPort
+// answers on a loopback listener and opens one port-forward session per
+// connection (see ports.go).
+//
+// In Sandbox mode (Options.Mode ModeSandbox) a sandbox is an agent-sandbox
+// SandboxClaim of corral's SandboxTemplate, served from a SandboxWarmPool
+// when one has a pod ready (see agentsandbox.go); everything else is as
+// above, on the claim's Pod.
+//
+// The provider talks to the API server with a core/v1 REST client, not
+// client-go's full clientset, which would register every API group at
+// start-up (see client.go).
+//
 // What a plain cluster does not give is not claimed: no snapshots or
 // forks, no network gate (a NetworkPolicy's enforcement depends on the
-// cluster's network plugin), no port-forward yet.
+// cluster's network plugin).
 package kubernetes

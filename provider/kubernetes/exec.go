@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/d10ffeed/corral/sandbox"
@@ -93,12 +92,10 @@ func (b backend) Start(ctx context.Context, op string, spec execproc.Spec) (exec
 	h := b.h
 	p := h.p
 	withStdin := spec.Stdin || len(spec.Env) > 0
-	req := p.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.ns).Name(h.id).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{
-			Container: containerName, Command: launchArgv(spec),
-			Stdin: withStdin, Stdout: true, Stderr: true,
-		}, scheme.ParameterCodec)
-	exe, err := p.executor(req.URL())
+	exe, err := p.executor(p.core.execURL(p.ns, h.pod, &corev1.PodExecOptions{
+		Container: containerName, Command: launchArgv(spec),
+		Stdin: withStdin, Stdout: true, Stderr: true,
+	}))
 	if err != nil {
 		return nil, sandbox.Wrap(sandbox.Internal, op, h.id, err)
 	}

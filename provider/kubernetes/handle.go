@@ -11,7 +11,8 @@ import (
 // handle is one sandbox: a Pod.
 type handle struct {
 	p     *Provider
-	id    string // the Pod's name
+	id    string // the sandbox id: the Pod's name, or the SandboxClaim's in Sandbox mode
+	pod   string // the Pod commands run in
 	fs    sandbox.FS
 	procs *execproc.Runner
 	env   *execproc.Env // create env, then SetEnv overlays
@@ -19,15 +20,16 @@ type handle struct {
 
 var _ sandbox.Handle = (*handle)(nil)
 
-func (p *Provider) newHandle(name string) *handle {
-	h := &handle{p: p, id: name, env: execproc.NewEnv(nil)}
-	h.procs = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: name, Root: p.opts.Workdir,
+func (p *Provider) newHandle(id, pod string) *handle {
+	h := &handle{p: p, id: id, pod: pod, env: execproc.NewEnv(nil)}
+	h.procs = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: id, Root: p.opts.Workdir,
 		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Logger: p.log})
 	h.fs = execfs.New(h.runFS, execfs.Options{Root: p.opts.Workdir, Provider: Name})
 	return h
 }
 
-// ID returns the sandbox id: the Pod's name.
+// ID returns the sandbox id: the Pod's name (in Sandbox mode the
+// SandboxClaim's).
 func (h *handle) ID() string { return h.id }
 
 // Provider returns "kubernetes".
@@ -62,12 +64,6 @@ func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Proces
 // values live only in this handle.
 func (h *handle) SetEnv(ctx context.Context, vars map[string]string) error { return h.env.Set(vars) }
 
-// ConnectPort is Unimplemented for now.
-func (h *handle) ConnectPort(ctx context.Context, port int) (sandbox.Endpoint, error) {
-	return sandbox.Endpoint{}, &sandbox.UnsupportedCapabilityError{Provider: Name, Capability: "ports",
-		Hint: "port-forward through the API server is not built yet; use kubectl port-forward pod/" + h.id}
-}
-
 // Snapshot is Unimplemented: a plain cluster has no Pod snapshots.
 func (h *handle) Snapshot(ctx context.Context, label string) (sandbox.Snapshot, error) {
 	return sandbox.Snapshot{}, sandbox.Unsupported(Name, "snapshots")
@@ -90,5 +86,5 @@ func PodName(h sandbox.Handle) (string, bool) {
 	if h == nil || !sandbox.As(h, &kh) {
 		return "", false
 	}
-	return kh.id, true
+	return kh.pod, true
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"k8s.io/client-go/rest"
+
+	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/execproc"
 )
 
@@ -119,5 +122,54 @@ func TestPodName(t *testing.T) {
 			t.Errorf("podName(%q) = podName(%q) = %q", c.id, prev, got)
 		}
 		seen[got] = c.id
+	}
+}
+
+// TestModeOptions: the mode options are checked without a cluster, and
+// the SandboxTemplate's name follows the pod shape.
+func TestModeOptions(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	for _, c := range []struct {
+		name string
+		opts Options
+		ok   bool
+	}{
+		{"default is pods", Options{}, true},
+		{"sandbox", Options{Mode: ModeSandbox, WarmPool: 3, Template: "mine"}, true},
+		{"unknown mode", Options{Mode: "vm"}, false},
+		{"warm pool in pods mode", Options{WarmPool: 1}, false},
+		{"negative pool", Options{Mode: ModeSandbox, WarmPool: -1}, false},
+		{"template in pods mode", Options{Template: "mine"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.config = cfg
+			_, err := New(c.opts)
+			if c.ok != (err == nil) || err != nil && sandbox.CodeOf(err) != sandbox.InvalidArgument {
+				t.Fatalf("New: %v (want ok %v, else InvalidArgument)", err, c.ok)
+			}
+		})
+	}
+	name := func(o Options) string {
+		t.Helper()
+		o.Mode, o.config = ModeSandbox, cfg
+		p, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _, err := p.templateName()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a, b := name(Options{}), name(Options{})
+	if a != b || !validPodName.MatchString(a) {
+		t.Errorf("the same options name templates %q and %q", a, b)
+	}
+	if c := name(Options{Image: "other:1"}); c == a {
+		t.Errorf("another image has the same template %q", c)
+	}
+	if c := name(Options{Template: "theirs"}); c != "theirs" {
+		t.Errorf("Options.Template: got %q", c)
 	}
 }

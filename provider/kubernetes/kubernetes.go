@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
@@ -77,6 +76,19 @@ type Options struct {
 	NodeSelector map[string]string
 	// Labels are added to every Pod (never secrets).
 	Labels map[string]string
+	// Mode is how sandboxes are made: ModePods (default), a Pod each, or
+	// ModeSandbox, a SandboxClaim each through agent-sandbox (see
+	// agentsandbox.go).
+	Mode Mode
+	// Template is, in Sandbox mode, the name of an existing SandboxTemplate
+	// the claims use. Default: corral's own, made from these options and
+	// named after a digest of the pod shape.
+	Template string
+	// WarmPool is, in Sandbox mode, the size of a SandboxWarmPool of the
+	// template that corral makes (named like the template) so claims are
+	// served from running pods. Default 0: none made (claims still take a
+	// warm pod from a pool someone else made for the template).
+	WarmPool int32
 	// StartTimeout bounds how long Create and Resume wait for a Pod to
 	// run. Default 2 minutes. A Pod that cannot start (unschedulable, an
 	// image that cannot be pulled) fails sooner, with the reason.
@@ -96,11 +108,13 @@ type Options struct {
 type Provider struct {
 	opts      Options
 	cfg       *rest.Config
-	cs        kubernetes.Interface
+	core      *coreClient
 	ns        string
 	resources corev1.ResourceRequirements
 	log       *slog.Logger
 	caps      sandbox.Capabilities
+	fwd       forwards
+	tmpl      templates
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -130,6 +144,19 @@ func New(opts Options) (*Provider, error) {
 	default:
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, string(opts.PullPolicy), "Options.PullPolicy: want Always, Never or IfNotPresent")
 	}
+	switch opts.Mode {
+	case "":
+		opts.Mode = ModePods
+	case ModePods, ModeSandbox:
+	default:
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, string(opts.Mode), "Options.Mode: want pods or sandbox")
+	}
+	if opts.WarmPool < 0 || opts.WarmPool > 0 && opts.Mode != ModeSandbox {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, "", "Options.WarmPool: a pool size (0 or more) in Sandbox mode only")
+	}
+	if opts.Template != "" && opts.Mode != ModeSandbox {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.Template, "Options.Template: a SandboxTemplate is for Sandbox mode only")
+	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 2 * time.Minute
 	}
@@ -148,11 +175,11 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, sandbox.Wrap(sandbox.InvalidArgument, op, opts.Kubeconfig, err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	core, err := newCoreClient(cfg)
 	if err != nil {
 		return nil, sandbox.Wrap(sandbox.InvalidArgument, op, opts.Kubeconfig, err)
 	}
-	return &Provider{opts: opts, cfg: cfg, cs: cs, ns: ns, resources: res, log: log,
+	return &Provider{opts: opts, cfg: cfg, core: core, ns: ns, resources: res, log: log,
 		caps: capabilities()}, nil
 }
 
@@ -168,6 +195,7 @@ func capabilities() sandbox.Capabilities {
 		WritableStdin:       true,
 		KillableProcesses:   true,
 		OwnProcessTable:     true,
+		Ports:               true,
 	}
 }
 
@@ -261,7 +289,7 @@ func (p *Provider) Host() string { return p.cfg.Host }
 
 // Ping checks that the API server answers and that the namespace exists.
 func (p *Provider) Ping(ctx context.Context) error {
-	if _, err := p.cs.CoreV1().Namespaces().Get(ctx, p.ns, metav1GetOptions); err != nil {
+	if err := p.core.getNamespace(ctx, p.ns); err != nil {
 		e := p.apiError("kubernetes.ping", p.ns, err)
 		if sandbox.CodeOf(e) == sandbox.Unknown || sandbox.CodeOf(e) == sandbox.Internal {
 			e = &sandbox.Error{Code: sandbox.Unavailable, Op: "kubernetes.ping", Msg: "no API server reachable at " + p.cfg.Host, Err: err}
@@ -271,9 +299,11 @@ func (p *Provider) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close releases nothing today; it is there for symmetry with the other
-// providers.
-func (p *Provider) Close() error { return nil }
+// Close stops the provider's port forwards.
+func (p *Provider) Close() error {
+	p.stopForwards("")
+	return nil
+}
 
 // RestoreSnapshot is Unimplemented: a plain cluster has no Pod snapshots.
 func (p *Provider) RestoreSnapshot(ctx context.Context, snapshot string, opts sandbox.CreateOptions) (sandbox.Handle, error) {

@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/d10ffeed/corral/provider/kubernetes"
+	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -103,5 +107,58 @@ func TestUnstartablePodNamesWhy(t *testing.T) {
 	}
 	if _, err := p.Resume(ctx, "unstartable-"+runID); sandbox.CodeOf(err) != sandbox.NotFound {
 		t.Fatalf("Resume: %v, want NotFound (the pod is removed)", err)
+	}
+}
+
+// TestSandboxModeWarmPoolClaim: with a warm pool, a claim is served from
+// one of the pool's running pods (the pod is the pool's, not named after
+// the claim), files and commands work, resume by key finds it, and
+// destroy removes the claim and the pod.
+func TestSandboxModeWarmPoolClaim(t *testing.T) {
+	p := sandboxModeProvider(t, kubernetes.Options{WarmPool: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// The first claim makes the template and the pool (it may already be
+	// served from the pool: its controller is quick).
+	first := create(t, p, sandbox.CreateOptions{})
+	// Wait for the pool's pod to run, then claim it.
+	deadline := time.Now().Add(time.Minute)
+	var h sandbox.Handle
+	for {
+		pods, err := k8stest.Client(t).CoreV1().Pods(p.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: "agents.x-k8s.io/pool"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the warm pool's pod did not run within a minute (%d pods)", len(pods.Items))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h = create(t, p, sandbox.CreateOptions{ID: "warm key/1"})
+	pod, _ := kubernetes.PodName(h)
+	firstPod, _ := kubernetes.PodName(first)
+	t.Logf("first claim %s on pod %s; warm claim %s on pod %s", first.ID(), firstPod, h.ID(), pod)
+	if pod == h.ID() {
+		t.Errorf("the warm claim's pod is named after the claim (%s): not served from the pool", pod)
+	}
+	res, err := h.Exec(ctx, sandbox.Command{Shell: "echo warm > f && cat f"})
+	if err != nil || string(res.Stdout) != "warm\n" {
+		t.Fatalf("exec: %v %+v", err, res)
+	}
+	r, err := p.Resume(ctx, "warm key/1")
+	if err != nil || r.ID() != h.ID() {
+		t.Fatalf("resume by key: %v %v", r, err)
+	}
+	if err := h.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Resume(ctx, h.ID()); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Fatalf("resume after destroy: %v, want NotFound", err)
+	}
+	if _, err := k8stest.Client(t).CoreV1().Pods(p.Namespace()).Get(ctx, pod, metav1.GetOptions{}); err == nil {
+		t.Errorf("pod %s still there after destroy", pod)
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/d10ffeed/corral/provider/registry"
 )
 
 // Sandbox is one of corral's Pods as List reports it.
@@ -35,7 +38,12 @@ func (p *Provider) List(ctx context.Context, match map[string]string) ([]Sandbox
 	for k, v := range match {
 		set[k] = v
 	}
-	list, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(set).String()})
+	if p.opts.Mode == ModeSandbox {
+		out, err := p.listClaims(ctx, labels.SelectorFromSet(set).String())
+		slices.SortFunc(out, func(a, b Sandbox) int { return b.CreatedAt.Compare(a.CreatedAt) })
+		return out, err
+	}
+	list, err := p.core.listPods(ctx, p.ns, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(set).String()})
 	if err != nil {
 		return nil, p.apiError("kubernetes.list", p.ns, err)
 	}
@@ -53,4 +61,39 @@ func (p *Provider) List(ctx context.Context, match map[string]string) ([]Sandbox
 	}
 	slices.SortFunc(out, func(a, b Sandbox) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return out, nil
+}
+
+var (
+	_ registry.Lister = (*Provider)(nil)
+	_ registry.Pruner = (*Provider)(nil)
+	_ registry.Pinger = (*Provider)(nil)
+)
+
+// ListSandboxes lists corral's Pods in the namespace (label
+// corral.dev/managed=true), newest first, for corral sandbox ls.
+func (p *Provider) ListSandboxes(ctx context.Context) ([]registry.Sandbox, error) {
+	list, err := p.List(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]registry.Sandbox, len(list))
+	for i, s := range list {
+		out[i] = s.entry()
+	}
+	return out, nil
+}
+
+// entry is the sandbox as corral sandbox ls shows it.
+func (s Sandbox) entry() registry.Sandbox {
+	return registry.Sandbox{ID: s.ID, Key: s.Key, Image: s.Image, State: s.State, CreatedAt: s.CreatedAt, Detail: s}
+}
+
+// Prune deletes corral's Pods created more than o.OlderThan ago (running
+// ones too unless o.KeepRunning). There are no snapshots to prune.
+func (p *Provider) Prune(ctx context.Context, o registry.PruneOptions) (registry.PruneReport, error) {
+	list, err := p.ListSandboxes(ctx)
+	if err != nil {
+		return registry.PruneReport{}, err
+	}
+	return registry.PruneSandboxes(ctx, list, o, func(s registry.Sandbox) bool { return s.State == string(corev1.PodRunning) }, p.Destroy)
 }

@@ -18,11 +18,9 @@ import (
 	"github.com/d10ffeed/corral/sandbox"
 )
 
-var metav1GetOptions = metav1.GetOptions{}
-
 // pollEvery is how often Create, Resume and Destroy look at a Pod while
 // they wait for it to run or go.
-const pollEvery = 100 * time.Millisecond
+const pollEvery = 50 * time.Millisecond
 
 // Create makes a Pod for the sandbox and waits for it to run.
 //
@@ -46,27 +44,18 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 	if opts.ID != "" {
 		name = podName(opts.ID)
 	}
-	pod, err := p.podSpec(name, opts)
-	if err != nil {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.ID, "%v", err)
+	mk := p.createPod
+	if p.opts.Mode == ModeSandbox {
+		mk = p.createClaim
 	}
-	sandbox.ReportProgress(ctx, sandbox.ProgressStep{Phase: "pod", Subject: p.ns + "/" + name, Status: "creating"})
-	created, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})
+	h, undo, err := mk(ctx, op, name, opts)
 	if err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return nil, &sandbox.Error{Code: sandbox.AlreadyExists, Op: op, ID: opts.ID,
-				Msg: fmt.Sprintf("a pod named %s/%s exists already", p.ns, name), Err: err}
-		}
-		return nil, p.apiError(op, name, err)
-	}
-	fail := func(err error) (sandbox.Handle, error) {
-		p.deleteQuietly(ctx, name, created.UID)
 		return nil, err
 	}
-	if _, err := p.waitRunning(ctx, op, name); err != nil {
-		return fail(err)
+	fail := func(err error) (sandbox.Handle, error) {
+		undo()
+		return nil, err
 	}
-	h := p.newHandle(name)
 	if err := h.env.Set(opts.Env); err != nil {
 		return fail(err)
 	}
@@ -75,17 +64,57 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 			return fail(sandbox.Wrap(sandbox.Internal, op, name, err))
 		}
 	}
-	p.log.Debug("kubernetes: sandbox created", "id", name, "namespace", p.ns, "image", p.opts.Image)
+	p.log.Debug("kubernetes: sandbox created", "id", name, "pod", h.pod, "namespace", p.ns, "image", p.opts.Image)
 	return h, nil
+}
+
+// createPod is Create in Pods mode: the Pod, waited for until it runs.
+// undo deletes it.
+func (p *Provider) createPod(ctx context.Context, op, name string, opts sandbox.CreateOptions) (*handle, func(), error) {
+	pod, err := p.podSpec(name, opts)
+	if err != nil {
+		return nil, nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.ID, "%v", err)
+	}
+	sandbox.ReportProgress(ctx, sandbox.ProgressStep{Phase: "pod", Subject: p.ns + "/" + name, Status: "creating"})
+	created, err := p.core.createPod(ctx, pod)
+	if err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, nil, &sandbox.Error{Code: sandbox.AlreadyExists, Op: op, ID: opts.ID,
+				Msg: fmt.Sprintf("a pod named %s/%s exists already", p.ns, name), Err: err}
+		}
+		return nil, nil, p.apiError(op, name, err)
+	}
+	undo := func() { p.deleteQuietly(ctx, name, created.UID) }
+	if _, err := p.waitRunning(ctx, op, name); err != nil {
+		undo()
+		return nil, nil, err
+	}
+	return p.newHandle(name, name), undo, nil
 }
 
 // podSpec builds the sandbox's Pod.
 func (p *Provider) podSpec(name string, opts sandbox.CreateOptions) (*corev1.Pod, error) {
+	lbl, err := p.userLabels(opts.Labels)
+	if err != nil {
+		return nil, err
+	}
+	lbl[LabelSandboxID] = name
+	ann := map[string]string{AnnotationCreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	if opts.ID != "" {
+		lbl[LabelKeyHash] = keyHash(opts.ID)
+		ann[AnnotationKey] = opts.ID
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: lbl, Annotations: ann}, Spec: p.sandboxPodSpec()}, nil
+}
+
+// userLabels merges Options.Labels and extra (which wins), checks them,
+// and adds LabelManaged.
+func (p *Provider) userLabels(extra map[string]string) (map[string]string, error) {
 	lbl := map[string]string{}
 	for k, v := range p.opts.Labels {
 		lbl[k] = v
 	}
-	for k, v := range opts.Labels {
+	for k, v := range extra {
 		lbl[k] = v
 	}
 	for k, v := range lbl {
@@ -100,12 +129,12 @@ func (p *Provider) podSpec(name string, opts sandbox.CreateOptions) (*corev1.Pod
 		}
 	}
 	lbl[LabelManaged] = "true"
-	lbl[LabelSandboxID] = name
-	ann := map[string]string{AnnotationCreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
-	if opts.ID != "" {
-		lbl[LabelKeyHash] = keyHash(opts.ID)
-		ann[AnnotationKey] = opts.ID
-	}
+	return lbl, nil
+}
+
+// sandboxPodSpec is the shape of every sandbox's Pod (Pods mode) and of
+// corral's SandboxTemplate (Sandbox mode).
+func (p *Provider) sandboxPodSpec() corev1.PodSpec {
 	no := false
 	var zero int64
 	spec := corev1.PodSpec{
@@ -131,7 +160,7 @@ func (p *Provider) podSpec(name string, opts sandbox.CreateOptions) (*corev1.Pod
 		rc := p.opts.RuntimeClassName
 		spec.RuntimeClassName = &rc
 	}
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: lbl, Annotations: ann}, Spec: spec}, nil
+	return spec
 }
 
 // waitRunning waits for the Pod to run, at most Options.StartTimeout. A
@@ -143,7 +172,7 @@ func (p *Provider) waitRunning(ctx context.Context, op, name string) (*corev1.Po
 	defer t.Stop()
 	var last *corev1.Pod
 	for {
-		pod, err := p.cs.CoreV1().Pods(p.ns).Get(wctx, name, metav1.GetOptions{})
+		pod, err := p.core.getPod(wctx, p.ns, name)
 		if err != nil {
 			if ctx.Err() == nil && wctx.Err() != nil {
 				return nil, sandbox.Errorf(sandbox.DeadlineExceeded, op, name, "the pod did not run within %v: %s", p.opts.StartTimeout, pendingReason(last))
@@ -242,6 +271,9 @@ func pendingReason(pod *corev1.Pod) string {
 // given at create is not persisted: re-apply it with SetEnv.
 func (p *Provider) Resume(ctx context.Context, id string) (sandbox.Handle, error) {
 	const op = "kubernetes.resume"
+	if p.opts.Mode == ModeSandbox {
+		return p.resumeClaim(ctx, op, id)
+	}
 	pod, err := p.lookup(ctx, op, id)
 	if err != nil {
 		return nil, err
@@ -254,7 +286,7 @@ func (p *Provider) Resume(ctx context.Context, id string) (sandbox.Handle, error
 			return nil, err
 		}
 	}
-	return p.newHandle(pod.Name), nil
+	return p.newHandle(pod.Name, pod.Name), nil
 }
 
 // lookup finds corral's Pod by sandbox id or key.
@@ -266,7 +298,7 @@ func (p *Provider) lookup(ctx context.Context, op, id string) (*corev1.Pod, erro
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			continue
 		}
-		pod, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, name, metav1.GetOptions{})
+		pod, err := p.core.getPod(ctx, p.ns, name)
 		if err == nil {
 			if pod.Labels[LabelManaged] != "true" {
 				return nil, sandbox.Errorf(sandbox.NotFound, op, id, "pod %s/%s is not a corral sandbox", p.ns, name)
@@ -278,7 +310,7 @@ func (p *Provider) lookup(ctx context.Context, op, id string) (*corev1.Pod, erro
 		}
 	}
 	sel := labels.SelectorFromSet(labels.Set{LabelManaged: "true", LabelKeyHash: keyHash(id)}).String()
-	list, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := p.core.listPods(ctx, p.ns, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, p.apiError(op, id, err)
 	}
@@ -295,20 +327,27 @@ func (p *Provider) lookup(ctx context.Context, op, id string) (*corev1.Pod, erro
 // is fine; a Pod corral did not make is left alone (NotFound).
 func (p *Provider) Destroy(ctx context.Context, id string) error {
 	const op = "kubernetes.destroy"
+	if p.opts.Mode == ModeSandbox {
+		return p.destroyClaim(ctx, op, id)
+	}
 	pod, err := p.lookup(ctx, op, id)
-	if sandbox.CodeOf(err) == sandbox.NotFound && !strings.Contains(err.Error(), "not a corral sandbox") {
+	if sandbox.CodeOf(err) == sandbox.NotFound && !isNotOurs(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	p.stopForwards(pod.Name)
 	return p.remove(ctx, op, pod.Name, pod.UID)
 }
+
+// isNotOurs reports lookup's NotFound for an object corral did not make.
+func isNotOurs(err error) bool { return strings.Contains(err.Error(), "not a corral sandbox") }
 
 // remove deletes a Pod (only the one with that uid) and waits for it to go.
 func (p *Provider) remove(ctx context.Context, op, name string, uid types.UID) error {
 	var zero int64
-	err := p.cs.CoreV1().Pods(p.ns).Delete(ctx, name, metav1.DeleteOptions{
+	err := p.core.deletePod(ctx, p.ns, name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or a new Pod of that name that is not ours to delete
@@ -319,7 +358,7 @@ func (p *Provider) remove(ctx context.Context, op, name string, uid types.UID) e
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	for {
-		pod, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, name, metav1.GetOptions{})
+		pod, err := p.core.getPod(ctx, p.ns, name)
 		if apierrors.IsNotFound(err) || err == nil && pod.UID != uid {
 			p.log.Debug("kubernetes: sandbox destroyed", "id", name)
 			return nil

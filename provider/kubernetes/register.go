@@ -29,10 +29,11 @@ func init() {
 			{Name: "context", Usage: "kubeconfig context (default: its current context)"},
 			{Name: "namespace", Usage: "namespace of the sandbox pods (default: the context's, else default)"},
 			{Name: "image", Usage: "image the sandbox pods run (default " + DefaultImage + ")"},
+			{Name: "k8s-mode", Usage: "pods (default: a Pod per sandbox) or sandbox (a SandboxClaim per sandbox, agent-sandbox)"},
 		},
 		Open: func(v registry.Values, o registry.OpenOptions) (sandbox.Provider, error) {
 			return New(Options{Kubeconfig: v["kubeconfig"], Context: v["context"], Namespace: v["namespace"],
-				Image: v["image"], Logger: o.Logger})
+				Image: v["image"], Mode: Mode(v["k8s-mode"]), Logger: o.Logger})
 		},
 	})
 }
@@ -42,6 +43,9 @@ func init() {
 //	provider:
 //	  name: kubernetes
 //	  kubernetes: {kubeconfig: ~/.kube/config, namespace: agents, image: node:22}
+//
+// mode: sandbox (with template and warmPool) makes sandboxes through
+// agent-sandbox's SandboxClaims instead of plain Pods.
 //
 // Every key is optional (see Options for the defaults).
 type Section struct {
@@ -59,6 +63,9 @@ type Section struct {
 	ServiceAccount   string            `yaml:"serviceAccount"`
 	NodeSelector     map[string]string `yaml:"nodeSelector"`
 	Labels           map[string]string `yaml:"labels"`
+	Mode             string            `yaml:"mode"`
+	Template         string            `yaml:"template"`
+	WarmPool         int32             `yaml:"warmPool"`
 }
 
 // Provider builds the kubernetes provider the section describes; the
@@ -73,6 +80,7 @@ func (s *Section) Provider(o registry.BuildOptions) (sandbox.Provider, error) {
 		PullPolicy: pullPolicy(s.PullPolicy), Workdir: s.Workdir,
 		CPULimit: s.CPULimit, MemoryLimit: s.MemoryLimit, CPURequest: s.CPURequest, MemoryRequest: s.MemoryRequest,
 		RuntimeClassName: s.RuntimeClassName, ServiceAccount: s.ServiceAccount,
-		NodeSelector: s.NodeSelector, Labels: s.Labels, Logger: o.Logger,
+		NodeSelector: s.NodeSelector, Labels: s.Labels, Mode: Mode(s.Mode), Template: s.Template, WarmPool: s.WarmPool,
+		Logger: o.Logger,
 	})
 }

@@ -82,3 +82,27 @@ func As[T any](p sandbox.Provider, operation string) (T, error) {
 	var zero T
 	return zero, sandbox.Errorf(sandbox.Unimplemented, "registry", p.Name(), "the %s provider does not implement %s", p.Name(), operation)
 }
+
+// PruneSandboxes is the Pruner loop providers share: it destroys the
+// sandboxes of list that o selects (created at least o.OlderThan ago, and
+// not running ones when o.KeepRunning, as running tells) and reports them.
+// The first failed destroy ends it, with what was removed so far.
+func PruneSandboxes(ctx context.Context, list []Sandbox, o PruneOptions, running func(Sandbox) bool,
+	destroy func(ctx context.Context, id string) error) (PruneReport, error) {
+	rep := PruneReport{Sandboxes: []string{}, Snapshots: []string{}}
+	for _, s := range list {
+		if o.OlderThan > 0 && time.Since(s.CreatedAt) < o.OlderThan {
+			continue
+		}
+		if o.KeepRunning && running(s) {
+			continue
+		}
+		if !o.DryRun {
+			if err := destroy(ctx, s.ID); err != nil {
+				return rep, err
+			}
+		}
+		rep.Sandboxes = append(rep.Sandboxes, s.ID)
+	}
+	return rep, nil
+}

@@ -56,6 +56,7 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 	}
 	w := f.Workspace
 	values := map[string]string{}
+	brokers := map[string]sandbox.Broker{}
 	names := make([]string, 0, len(w.Secrets))
 	for n := range w.Secrets {
 		names = append(names, n)
@@ -72,10 +73,23 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 			return nil, fail("%sworkspace.secrets.%s: environment variable %s is not set", where, name, s.Env)
 		}
 		values[name] = v
+		if b := s.Broker; b != nil {
+			hosts := b.Hosts
+			if b.Host != "" {
+				hosts = append([]string{b.Host}, hosts...)
+			}
+			brokers[name] = sandbox.Broker{Hosts: hosts, Header: b.Header, BaseURLEnv: b.BaseURLEnv}
+			if err := brokers[name].Validate(name); err != nil {
+				return nil, fail("%s%v", where, err)
+			}
+		}
 	}
 	secrets, err := sandbox.NewSecrets(values)
 	if err != nil {
 		return nil, err
+	}
+	if secrets, err = secrets.WithBrokers(brokers); err != nil {
+		return nil, fail("%v", err)
 	}
 	ws := &sandbox.Workspace{Scripts: w.Scripts, Instructions: w.Instructions, Secrets: secrets}
 	if s := w.Source; s != nil {

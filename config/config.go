@@ -32,6 +32,7 @@
 //	  secrets:
 //	    GITHUB_TOKEN: {env: GITHUB_TOKEN}
 //	    DOCS_TOKEN: {env: DOCS_TOKEN}
+//	    ANTHROPIC_API_KEY: {env: ANTHROPIC_API_KEY, broker: {hosts: [api.anthropic.com], header: x-api-key}}
 //	policy:
 //	  commands: {allow: [npm test], deny: ["rm -rf *"]}
 //	  network: allow
@@ -155,9 +156,22 @@ type Skill struct {
 	TokenSecret string `yaml:"tokenSecret"`
 }
 
-// Secret names the host environment variable holding a secret's value.
+// Secret names the host environment variable holding a secret's value,
+// and, when Broker is set, where the value may be used: a brokered secret
+// never enters the sandbox (see sandbox.Broker).
 type Secret struct {
-	Env string `yaml:"env"`
+	Env    string  `yaml:"env"`
+	Broker *Broker `yaml:"broker"`
+}
+
+// Broker is a secret's broker section: {hosts: [api.anthropic.com],
+// header: x-api-key} (host: for one host; header bearer, basic or a header
+// name; baseURLEnv for the variable that points the agent at the gateway).
+type Broker struct {
+	Host       string   `yaml:"host"`
+	Hosts      []string `yaml:"hosts"`
+	Header     string   `yaml:"header"`
+	BaseURLEnv string   `yaml:"baseURLEnv"`
 }
 
 type secretAt struct {

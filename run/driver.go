@@ -183,12 +183,18 @@ func (d *driver) startAgent() error {
 		scripts, mcp = ws.Scripts, ws.MCPServers
 	}
 	mcp = append(slices.Clip(mcp), d.start.MCPServers...) // the run's own, validated at Start
+	// Brokered secrets reach the agent as placeholders only; the gateway
+	// swaps them for the values on the way out.
+	secrets, env, err := d.runSecrets(d.start.Env)
+	if err != nil {
+		return err
+	}
 	inv, err := d.h.Prepare(d.ctx, d.handle, harness.Request{
 		Run:    harness.Run{RunID: d.run.ID, ThreadID: d.run.ThreadID},
-		Prompt: d.start.Prompt, Args: d.start.Args, Env: d.start.Env,
+		Prompt: d.start.Prompt, Args: d.start.Args, Env: env,
 		Model: d.start.Model, Mode: d.start.Mode, Auth: d.start.Auth, Options: d.start.Options, Approvals: d.start.Approvals,
 		AnswerKey: answerKey(d.run),
-		Secrets:   d.secrets(), Policy: d.def.Policy, Scripts: scripts,
+		Secrets:   secrets, Policy: d.def.Policy, Scripts: scripts,
 		Session:    d.r.previousSession(d.ctx, d.run),
 		SkillRoots: ws.SkillRoots(), MCPServers: mcp,
 		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files, Journal: paths.Journal,

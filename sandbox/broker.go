@@ -171,3 +171,14 @@ func (s Secrets) WithPlaceholders(placeholder func(name string) string) Secrets 
 	}
 	return Secrets{m: m}
 }
+
+// AllowsHost reports whether the value may be sent to host (host[:port],
+// lower case) over scheme.
+func (b Broker) AllowsHost(scheme, host string) bool {
+	for _, h := range b.Hosts {
+		if s, hh, err := SplitBrokerHost(h); err == nil && s == scheme && hh == host {
+			return true
+		}
+	}
+	return false
+}

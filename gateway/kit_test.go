@@ -1,0 +1,131 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/gateway"
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/command"
+	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+	"github.com/d10ffeed/corral/store/sqlitestore"
+)
+
+// kit is a runner whose Broker is a gateway on loopback, over a SQLite
+// store in a file (so a test can read every byte the store wrote).
+type kit struct {
+	r      *run.Runner
+	g      *gateway.Gateway
+	st     store.Store
+	dbPath string
+	url    string // the gateway's base URL on loopback
+	jdir   string // the journals' directory
+	recs   chan gateway.Record
+}
+
+// newKit starts a gateway on 127.0.0.1 (reach is the provider name →
+// base URL map; "local" gets the loopback URL unless given) and a runner.
+func newKit(t *testing.T, def *sandbox.Definition, reach map[string]string, hs ...harness.Harness) *kit {
+	t.Helper()
+	ctx := context.Background()
+	dbPath := filepath.Join(t.TempDir(), "corral.db")
+	st, err := sqlitestore.Open(ctx, dbPath, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &kit{st: st, dbPath: dbPath, url: "http://" + ln.Addr().String(), recs: make(chan gateway.Record, 1000)}
+	if reach == nil {
+		reach = map[string]string{}
+	}
+	if _, ok := reach["local"]; !ok {
+		reach["local"] = k.url
+	}
+	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach,
+		Definition: func(id string) (*sandbox.Definition, bool) { return k.r.Definition(id) },
+		OnRequest: func(r gateway.Record) {
+			select {
+			case k.recs <- r:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: k.g, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	if len(hs) == 0 {
+		hs = []harness.Harness{command.Harness{}}
+	}
+	k.jdir = filepath.Join(t.TempDir(), "journals")
+	k.r, err = run.New(st, []*sandbox.Definition{def}, hs, run.Options{Broker: k.g, LeaseTTL: 2 * time.Second, PollInterval: 50 * time.Millisecond,
+		JournalDir: k.jdir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.r.Close(context.Background()) })
+	return k
+}
+
+// canary returns a fresh secret value.
+func canary() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "sk-canary-" + hex.EncodeToString(b)
+}
+
+// memscanArgs are memscan's flags for value: its length, fingerprint and
+// SHA-256, never the value.
+func memscanArgs(value string) []string {
+	var h uint64
+	for i := 0; i < len(value); i++ {
+		h = h*1099511628211 + uint64(value[i])
+	}
+	s := sha256.Sum256([]byte(value))
+	return []string{"-len", strconv.Itoa(len(value)), "-rk", strconv.FormatUint(h, 16), "-sha", hex.EncodeToString(s[:])}
+}
+
+// buildMemscan builds the memory scanner, static, into a temporary
+// directory.
+func buildMemscan(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "memscan")
+	cmd := exec.Command("go", "build", "-o", out, "./internal/memscan")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build memscan: %v\n%s", err, b)
+	}
+	return out
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// journalDir is where the kit's runner keeps journals.
+func (k *kit) journalDir(t *testing.T) string {
+	t.Helper()
+	return k.jdir
+}
+
+// tick paces a poll loop (a hang guard bounds the loop, not the pace).
+func (k *kit) tick() <-chan time.Time { return time.After(50 * time.Millisecond) }

@@ -1,0 +1,85 @@
+package run
+
+import (
+	"maps"
+
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+)
+
+// Broker is the egress gateway as the runner sees it (package gateway
+// implements it): it mints the placeholders a run's agent gets instead of
+// its brokered secrets, and says where the sandbox reaches the gateway.
+type Broker interface {
+	// Placeholder returns the run's placeholder for the named brokered
+	// secret.
+	Placeholder(run store.Run, name string) string
+	// BaseURL returns the URL through which an agent in a sandbox of the
+	// provider reaches upstream (a broker host) for the run; an error
+	// when that provider's sandboxes cannot reach the gateway.
+	BaseURL(provider, runID, upstream string) (string, error)
+}
+
+// Brokered describes what a run's brokered secrets become: the names and,
+// per name, the hosts the value may reach. Empty without brokered secrets.
+type Brokered struct {
+	Names []string
+	Hosts map[string][]string
+}
+
+// BrokeredOf lists the definition's brokered secrets and their hosts, for
+// a run's start notice.
+func BrokeredOf(def *sandbox.Definition) Brokered {
+	s := def.Workspace.SecretsOrEmpty()
+	b := Brokered{Names: s.Brokered(), Hosts: map[string][]string{}}
+	for _, n := range b.Names {
+		br, _ := s.Broker(n)
+		b.Hosts[n] = br.Hosts
+	}
+	return b
+}
+
+// runSecrets returns the secrets and environment the run's agent gets:
+// brokered secrets as placeholders (in the secrets the harness reads and
+// in the environment under their names), and each one's base URL variable (when
+// the broker has one and the request does not set it) pointing at the
+// gateway's route to its first host. Without brokered secrets it returns
+// them unchanged.
+func (d *driver) runSecrets(env map[string]string) (sandbox.Secrets, map[string]string, error) {
+	secrets := d.secrets()
+	names := secrets.Brokered()
+	if len(names) == 0 {
+		return secrets, env, nil
+	}
+	b := d.r.opts.Broker
+	if b == nil {
+		return sandbox.Secrets{}, nil, errNoBroker(d.run.ID)
+	}
+	env = maps.Clone(env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	for _, n := range names {
+		// The placeholder stands where the value would: in the agent's
+		// environment under the secret's name.
+		env[n] = b.Placeholder(d.run, n)
+		br, _ := secrets.Broker(n)
+		v := br.BaseURLVar(n)
+		if v == "" {
+			continue
+		}
+		if _, set := env[v]; set {
+			continue
+		}
+		u, err := b.BaseURL(d.def.Provider.Name(), d.run.ID, br.Hosts[0])
+		if err != nil {
+			return sandbox.Secrets{}, nil, err
+		}
+		env[v] = u
+	}
+	return secrets.WithPlaceholders(func(name string) string { return b.Placeholder(d.run, name) }), env, nil
+}
+
+func errNoBroker(id string) error {
+	return sandbox.Errorf(sandbox.FailedPrecondition, "run.start", id, "the definition has brokered secrets but this runner has no egress gateway (run it in the daemon, or give run.Options.Broker)")
+}

@@ -1,7 +1,7 @@
 package sandbox
 
 import (
-	"net"
+	"strconv"
 	"strings"
 )
 
@@ -96,11 +96,12 @@ func SplitBrokerHost(h string) (scheme, host string, err error) {
 		return "", "", Errorf(InvalidArgument, "broker", h, "want host, host:port or http://host:port (no path)")
 	}
 	name := host
-	if hh, port, err := net.SplitHostPort(host); err == nil {
-		if port == "" {
-			return "", "", Errorf(InvalidArgument, "broker", h, "empty port")
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+		port, err := strconv.Atoi(host[i+1:])
+		if err != nil || port <= 0 || port > 65535 {
+			return "", "", Errorf(InvalidArgument, "broker", h, "bad port")
 		}
-		name = hh
+		name = strings.TrimSuffix(strings.TrimPrefix(host[:i], "["), "]")
 	}
 	if name == "" || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") {
 		return "", "", Errorf(InvalidArgument, "broker", h, "bad host name")

@@ -71,14 +71,52 @@ func main() {
 	fmt.Printf("scanned %d processes, %d bytes, %d found\n", procs, total, found)
 }
 
-// scan reads one process's readable mappings; it returns the bytes read
-// and the addresses of confirmed matches.
-func scan(pid, n int, want uint64, sha string) (int64, []uint64) {
-	maps, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+// region is one mapping of a process.
+type region struct {
+	start, end uint64
+	rss        int64 // resident kB; 0 means nothing to read
+}
+
+// regions lists a process's readable mappings with resident pages, from
+// /proc/PID/smaps (address reservations with nothing resident, such as a
+// JavaScript engine's gigabytes, are skipped: they read as zeros).
+func regions(pid int) []region {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
 	if err != nil {
-		return 0, nil
+		return nil
 	}
-	defer maps.Close()
+	defer f.Close()
+	var out []region
+	var cur *region
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "Rss:"); ok {
+			if cur != nil {
+				cur.rss, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			}
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 2 || !strings.Contains(fields[0], "-") || strings.HasSuffix(fields[0], ":") {
+			continue
+		}
+		cur = nil
+		lo, hi, _ := strings.Cut(fields[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || fields[1][0] != 'r' || strings.Contains(line, "[vvar") || strings.Contains(line, "[vsyscall]") {
+			continue
+		}
+		out = append(out, region{start: start, end: end})
+		cur = &out[len(out)-1]
+	}
+	return out
+}
+
+// scan reads one process's readable, resident mappings; it returns the
+// bytes read and the addresses of confirmed matches.
+func scan(pid, n int, want uint64, sha string) (int64, []uint64) {
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if err != nil {
 		return 0, nil
@@ -90,35 +128,37 @@ func scan(pid, n int, want uint64, sha string) (int64, []uint64) {
 	}
 	var total int64
 	var hits []uint64
-	sc := bufio.NewScanner(maps)
 	buf := make([]byte, 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 || f[1][0] != 'r' || strings.Contains(sc.Text(), "[vvar") || strings.Contains(sc.Text(), "[vsyscall]") {
+	zero := make([]byte, len(buf))
+	for _, r := range regions(pid) {
+		if r.rss == 0 {
 			continue
 		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
-			continue
-		}
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		var region []byte
-		for off := start; off < end; {
-			m := min(uint64(len(buf)), end-off)
+		// Chunks, each hashed with the n-1 bytes before it, so a value
+		// across a chunk boundary is seen; an all-zero chunk cannot hold
+		// a value (which has no NUL) and is not hashed.
+		var carry []byte
+		for off := r.start; off < r.end; {
+			m := min(uint64(len(buf)), r.end-off)
 			k, err := mem.ReadAt(buf[:m], int64(off))
-			region = append(region, buf[:k]...)
+			if k > 0 {
+				total += int64(k)
+				if bytes.Equal(buf[:k], zero[:k]) {
+					carry = carry[:0]
+				} else {
+					win := append(carry, buf[:k]...)
+					base := off - uint64(len(carry))
+					for _, at := range match(win, n, want, pow, sha) {
+						hits = append(hits, base+uint64(at))
+					}
+					keep := min(n-1, len(win))
+					carry = append(carry[:0:0], win[len(win)-keep:]...)
+				}
+			}
 			if err != nil || k == 0 {
 				break
 			}
 			off += uint64(k)
-		}
-		total += int64(len(region))
-		for _, at := range match(region, n, want, pow, sha) {
-			hits = append(hits, start+uint64(at))
 		}
 	}
 	return total, hits

@@ -46,7 +46,14 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 	fail := func(format string, args ...any) error {
 		return sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, format, args...)
 	}
-	p, err := f.provider(o.Logger, o.Progress)
+	var scrub []string // where brokered values live on the host
+	for name, s := range f.Workspace.Secrets {
+		if s.Broker != nil {
+			scrub = append(scrub, name, s.Env)
+		}
+	}
+	sort.Strings(scrub)
+	p, err := f.provider(o.Logger, o.Progress, scrub)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +164,7 @@ func (f *File) rel(p string) string {
 	return filepath.Join(filepath.Dir(f.path), p)
 }
 
-func (f *File) provider(log *slog.Logger, progress func(string)) (sandbox.Provider, error) {
+func (f *File) provider(log *slog.Logger, progress func(string), scrubEnv []string) (sandbox.Provider, error) {
 	name := f.Provider.Name
 	if name == "" {
 		name = DefaultProvider
@@ -173,7 +180,7 @@ func (f *File) provider(log *slog.Logger, progress func(string)) (sandbox.Provid
 			return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, "provider.%s: %v", name, err)
 		}
 	}
-	return registry.Build(c, registry.BuildOptions{Logger: log, Rel: f.rel, Progress: progress})
+	return registry.Build(c, registry.BuildOptions{Logger: log, Rel: f.rel, Progress: progress, ScrubEnv: scrubEnv})
 }
 
 func timeOf(d Duration) time.Duration { return time.Duration(d) }

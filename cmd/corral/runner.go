@@ -27,7 +27,20 @@ func (f *stateFlags) openRunner(ctx context.Context, out io.Writer) (*run.Runner
 	if err != nil {
 		return nil, nil, err
 	}
+	// Brokered secrets need the egress gateway: without a daemon, this
+	// process serves it (on the fixed port, so a later attach serves it
+	// again).
+	g, err := startGateway(ctx, st, defsOf(def), gatewayListen, out)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	var broker run.Broker
+	if g != nil {
+		broker = g
+	}
 	r, err := run.New(st, defsOf(def), allHarnesses(), run.Options{
+		Broker: broker,
 		Logger: logger(),
 		OnStep: func(_ string, ev bootstrap.StepEvent) {
 			if ev.Done {

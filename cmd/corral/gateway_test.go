@@ -1,0 +1,54 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/d10ffeed/corral/internal/fakemodel"
+)
+
+// TestRunWithBrokeredSecret runs corral run (no daemon) with a brokered
+// key: it says which secret is brokered and where it may go, serves the
+// gateway itself, and the agent's call authenticates at the fake model,
+// which accepts only the real key, while the agent's environment holds a
+// placeholder.
+func TestRunWithBrokeredSecret(t *testing.T) {
+	key := "sk-cli-canary-7c1e0b5d"
+	model := fakemodel.New(t, fakemodel.Script{APIKey: key, Turns: []fakemodel.Turn{{Text: "answer via gateway"}}})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "corral.yaml")
+	yml := "workspace:\n  secrets:\n    ANTHROPIC_API_KEY: {env: CLI_KEY, broker: {hosts: [\"" + model.URL + "\"], header: x-api-key}}\n"
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := ln.Addr().String()
+	ln.Close()
+	agent := `env | grep -q ` + key + ` && echo LEAK; case "$ANTHROPIC_API_KEY" in corral-ph1.*) echo placeholder-ok;; esac
+curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}' "$ANTHROPIC_BASE_URL/v1/messages"`
+	cmd := exec.Command(corralBin, "run", "--config", cfg, "--store", "sqlite:"+filepath.Join(dir, "c.db"), "--", "sh", "-c", agent)
+	cmd.Env = append(os.Environ(), "CLI_KEY="+key, "CORRAL_GATEWAY_LISTEN="+gw, "XDG_STATE_HOME="+filepath.Join(dir, "state"))
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("corral run: %v\nstdout %s\nstderr %s", err, out.String(), errb.String())
+	}
+	for _, w := range []string{"secret ANTHROPIC_API_KEY is brokered", model.URL, "egress gateway: served by this process on " + gw} {
+		if !strings.Contains(errb.String(), w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errb.String())
+		}
+	}
+	if !strings.Contains(out.String(), "placeholder-ok") || !strings.Contains(out.String(), "answer via gateway") || strings.Contains(out.String(), "LEAK") {
+		t.Errorf("stdout:\n%s", out.String())
+	}
+	if model.Unauthorized() != 0 {
+		t.Errorf("%d requests without the real key", model.Unauthorized())
+	}
+}

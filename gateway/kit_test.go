@@ -35,9 +35,10 @@ type kit struct {
 	recs   chan gateway.Record
 }
 
-// newKit starts a gateway on 127.0.0.1 (reach is the provider name →
-// base URL map; "local" gets the loopback URL unless given) and a runner.
-func newKit(t *testing.T, def *sandbox.Definition, reach map[string]string, hs ...harness.Harness) *kit {
+// newKit starts a gateway and a runner. listen maps provider names to the
+// address the gateway listens on for their sandboxes; "local" gets
+// 127.0.0.1:0 unless given.
+func newKit(t *testing.T, def *sandbox.Definition, listen map[string]string, hs ...harness.Harness) *kit {
 	t.Helper()
 	ctx := context.Background()
 	dbPath := filepath.Join(t.TempDir(), "corral.db")
@@ -46,17 +47,24 @@ func newKit(t *testing.T, def *sandbox.Definition, reach map[string]string, hs .
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	if listen == nil {
+		listen = map[string]string{}
 	}
-	k := &kit{st: st, dbPath: dbPath, url: "http://" + ln.Addr().String(), recs: make(chan gateway.Record, 1000)}
-	if reach == nil {
-		reach = map[string]string{}
+	if _, ok := listen["local"]; !ok {
+		listen["local"] = "127.0.0.1:0"
 	}
-	if _, ok := reach["local"]; !ok {
-		reach["local"] = k.url
+	k := &kit{st: st, dbPath: dbPath, recs: make(chan gateway.Record, 1000)}
+	reach := map[string]string{}
+	var lns []net.Listener
+	for p, a := range listen {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		reach[p] = "http://" + ln.Addr().String()
 	}
+	k.url = reach["local"]
 	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach,
 		Definition: func(id string) (*sandbox.Definition, bool) { return k.r.Definition(id) },
 		OnRequest: func(r gateway.Record) {
@@ -68,9 +76,11 @@ func newKit(t *testing.T, def *sandbox.Definition, reach map[string]string, hs .
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: k.g, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	for _, ln := range lns {
+		srv := &http.Server{Handler: k.g, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+	}
 	if len(hs) == 0 {
 		hs = []harness.Harness{command.Harness{}}
 	}

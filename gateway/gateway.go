@@ -29,6 +29,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/d10ffeed/corral/sandbox"
@@ -110,7 +111,7 @@ func New(o Options) (*Gateway, error) {
 		Rewrite:       func(*httputil.ProxyRequest) {}, // the request is rewritten before it is proxied
 		Transport:     o.Transport,
 		FlushInterval: -1, // model responses are streams: flush every write
-		ErrorLog:      nil,
+		BufferPool:    bufferPool{},
 		ModifyResponse: func(r *http.Response) error {
 			if o.MaxResponseBytes > 0 {
 				r.Body = &limitBody{ReadCloser: r.Body, left: o.MaxResponseBytes}
@@ -324,3 +325,12 @@ func (l *limitBody) Read(p []byte) (int, error) {
 	l.left -= int64(n)
 	return n, err
 }
+
+// bufferPool lends the proxy 256 KiB copy buffers (its default is 32 KiB
+// allocated per request).
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }

@@ -86,3 +86,32 @@ func TestBrokerErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestNetworkAllowList(t *testing.T) {
+	f, err := config.Parse([]byte("policy:\n  network: {allow: [api.anthropic.com, \"*.npmjs.org\", \"127.0.0.1:8080\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := f.Definition(config.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(def.Policy.Egress, ","); got != "api.anthropic.com,*.npmjs.org,127.0.0.1:8080" || def.Policy.Network != "" {
+		t.Errorf("egress %q network %q", got, def.Policy.Network)
+	}
+	for _, tt := range []struct{ yml, want string }{
+		{"policy:\n  network: {allow: []}\n", "at least one host"},
+		{"policy:\n  network: {deny: [x]}\n", `unknown key "deny"`},
+		{"policy:\n  network: {allow: [\"https://x.example\"]}\n", "want host, host:port or *.domain"},
+		{"policy:\n  network: {allow: [\"a.*.example\"]}\n", "want host, host:port or *.domain"},
+		{"policy:\n  network: sometimes\n", "is not one of allow, ask, deny"},
+	} {
+		f, err := config.Parse([]byte(tt.yml))
+		if err == nil {
+			_, err = f.Definition(config.BuildOptions{})
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want %q", tt.yml, err, tt.want)
+		}
+	}
+}

@@ -119,7 +119,8 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 		def.Policy = &sandbox.Policy{
 			Commands:  sandbox.CommandRules{Allow: pol.Commands.Allow, Ask: pol.Commands.Ask, Deny: pol.Commands.Deny},
 			FileWrite: sandbox.Decision(pol.FileWrite),
-			Network:   sandbox.Decision(pol.Network),
+			Network:   sandbox.Decision(pol.Network.Decision),
+			Egress:    pol.Network.Allow,
 			Default:   sandbox.Decision(pol.Default),
 		}
 	}

@@ -186,9 +186,42 @@ type Policy struct {
 		Ask   []string `yaml:"ask"`
 		Deny  []string `yaml:"deny"`
 	} `yaml:"commands"`
-	FileWrite Decision `yaml:"fileWrite"`
-	Network   Decision `yaml:"network"`
-	Default   Decision `yaml:"default"`
+	FileWrite Decision    `yaml:"fileWrite"`
+	Network   NetworkRule `yaml:"network"`
+	Default   Decision    `yaml:"default"`
+}
+
+// NetworkRule is policy.network: a decision (allow, ask, deny) or an
+// egress allow-list {allow: [api.anthropic.com, "*.npmjs.org"]}.
+type NetworkRule struct {
+	Decision Decision
+	Allow    []string
+}
+
+// UnmarshalYAML reads either form.
+func (r *NetworkRule) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return r.Decision.UnmarshalYAML(n)
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: policy.network: want allow, ask, deny or {allow: [hosts]}", n.Line)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Value != "allow" {
+			return fmt.Errorf("line %d: policy.network: unknown key %q (want allow: [hosts])", k.Line, k.Value)
+		}
+	}
+	var v struct {
+		Allow []string `yaml:"allow"`
+	}
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	if len(v.Allow) == 0 {
+		return fmt.Errorf("line %d: policy.network.allow: name at least one host (or write network: deny)", n.Line)
+	}
+	r.Allow = v.Allow
+	return nil
 }
 
 // Lifecycle is the lifecycle section.

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -65,11 +66,21 @@ type Options struct {
 	MaxResponseBytes int64
 	// OnRequest is told of every request, forwarded or refused.
 	OnRequest func(Record)
+	// EgressReach maps a provider name to the host:port its sandboxes
+	// reach the forward proxy (Forward) at; a provider not listed cannot
+	// run under an egress allow-list.
+	EgressReach map[string]string
+	// Dial connects to allowed egress hosts; default a net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Record is the metadata of one request through the gateway: never a
 // header or a body.
 type Record struct {
+	// Kind is "model" (the reverse proxy) or "egress" (the forward
+	// proxy).
+	Kind     string
+	Method   string
 	RunID    string
 	Host     string
 	Status   int
@@ -78,12 +89,16 @@ type Record struct {
 	// Refused says why the gateway answered 403 itself; empty when the
 	// request was forwarded.
 	Refused string
+	// Failed is why an allowed request did not reach its upstream (a
+	// dial or transport error); empty otherwise.
+	Failed string
 }
 
 // Gateway is the egress gateway; it is an http.Handler.
 type Gateway struct {
-	o     Options
-	proxy *httputil.ReverseProxy
+	o      Options
+	proxy  *httputil.ReverseProxy
+	egress *http.Transport // the forward proxy's, dialling with Options.Dial
 }
 
 // New returns a gateway.
@@ -106,7 +121,11 @@ func New(o Options) (*Gateway, error) {
 	if o.MaxResponseBytes == 0 {
 		o.MaxResponseBytes = 1 << 30
 	}
-	g := &Gateway{o: o}
+	if o.Dial == nil {
+		d := &net.Dialer{Timeout: 30 * time.Second}
+		o.Dial = d.DialContext
+	}
+	g := &Gateway{o: o, egress: &http.Transport{DialContext: o.Dial, ResponseHeaderTimeout: 10 * time.Minute, MaxIdleConnsPerHost: 4}}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:       func(*httputil.ProxyRequest) {}, // the request is rewritten before it is proxied
 		Transport:     o.Transport,
@@ -153,7 +172,7 @@ func (g *Gateway) BaseURL(provider, runID, upstream string) (string, error) {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
 	cw := &countingWriter{ResponseWriter: w}
-	rec := Record{}
+	rec := Record{Kind: "model", Method: r.Method}
 	defer func() {
 		rec.Status, rec.Bytes, rec.Duration = cw.status, cw.n, time.Since(began)
 		if rec.Status == 0 {
@@ -334,3 +353,5 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b 
 
 func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { buffers.Put(&b) }
+
+func hmacEqual(a, b []byte) bool { return hmac.Equal(a, b) }

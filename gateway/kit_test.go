@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/d10ffeed/corral/harness/command"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/sandbox/ensure"
 	"github.com/d10ffeed/corral/store"
 	"github.com/d10ffeed/corral/store/sqlitestore"
 )
@@ -40,6 +42,13 @@ type kit struct {
 // 127.0.0.1:0 unless given.
 func newKit(t *testing.T, def *sandbox.Definition, listen map[string]string, hs ...harness.Harness) *kit {
 	t.Helper()
+	return newKitDial(t, def, listen, nil, hs...)
+}
+
+// newKitDial is newKit with the forward proxy's dialer; a listen key
+// "egress:PROVIDER" serves the forward proxy for that provider.
+func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string, dial func(context.Context, string, string) (net.Conn, error), hs ...harness.Harness) *kit {
+	t.Helper()
 	ctx := context.Background()
 	dbPath := filepath.Join(t.TempDir(), "corral.db")
 	st, err := sqlitestore.Open(ctx, dbPath, sqlitestore.Options{})
@@ -54,18 +63,24 @@ func newKit(t *testing.T, def *sandbox.Definition, listen map[string]string, hs 
 		listen["local"] = "127.0.0.1:0"
 	}
 	k := &kit{st: st, dbPath: dbPath, recs: make(chan gateway.Record, 1000)}
-	reach := map[string]string{}
+	reach, egress := map[string]string{}, map[string]string{}
 	var lns []net.Listener
+	forward := map[net.Listener]bool{}
 	for p, a := range listen {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
 			t.Fatal(err)
 		}
 		lns = append(lns, ln)
+		if prov, ok := strings.CutPrefix(p, "egress:"); ok {
+			egress[prov] = ln.Addr().String()
+			forward[ln] = true
+			continue
+		}
 		reach[p] = "http://" + ln.Addr().String()
 	}
 	k.url = reach["local"]
-	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach,
+	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach, EgressReach: egress, Dial: dial,
 		Definition: func(id string) (*sandbox.Definition, bool) { return k.r.Definition(id) },
 		OnRequest: func(r gateway.Record) {
 			select {
@@ -77,7 +92,11 @@ func newKit(t *testing.T, def *sandbox.Definition, listen map[string]string, hs 
 		t.Fatal(err)
 	}
 	for _, ln := range lns {
-		srv := &http.Server{Handler: k.g, ReadHeaderTimeout: 10 * time.Second}
+		var h http.Handler = k.g
+		if forward[ln] {
+			h = k.g.Forward()
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		t.Cleanup(func() { _ = srv.Close() })
 	}
@@ -139,3 +158,8 @@ func (k *kit) journalDir(t *testing.T) string {
 
 // tick paces a poll loop (a hang guard bounds the loop, not the pace).
 func (k *kit) tick() <-chan time.Time { return time.After(50 * time.Millisecond) }
+
+// ensureReq is the ensure request of a run's sandbox.
+func ensureReq(r store.Run) ensure.Request {
+	return ensure.Request{Thread: r.ThreadID, Run: r.ID, Tenant: r.Tenant}
+}

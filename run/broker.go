@@ -18,6 +18,51 @@ type Broker interface {
 	// provider reaches upstream (a broker host) for the run; an error
 	// when that provider's sandboxes cannot reach the gateway.
 	BaseURL(provider, runID, upstream string) (string, error)
+	// EgressProxy returns the forward-proxy URL (credentials included)
+	// that an agent in a sandbox of the provider uses under an egress
+	// allow-list, for the run.
+	EgressProxy(provider string, run store.Run) (string, error)
+}
+
+// checkEgress refuses an egress allow-list that nothing would enforce: a
+// provider that cannot keep the sandbox off the network but through the
+// gateway, or a runner without a gateway.
+func (r *Runner) checkEgress(def *sandbox.Definition, id string) error {
+	if len(def.Policy.EgressList()) == 0 {
+		return nil
+	}
+	var e sandbox.EgressEnforcer
+	if !sandbox.ProviderAs(def.Provider, &e) || !e.EnforcesEgress() {
+		return sandbox.Errorf(sandbox.FailedPrecondition, "run.start", id, "policy.network.allow: the %s provider cannot enforce an egress allow-list; refusing rather than run open", def.Provider.Name())
+	}
+	if r.opts.Broker == nil {
+		return sandbox.Errorf(sandbox.FailedPrecondition, "run.start", id, "policy.network.allow needs the egress gateway (run it in the daemon, or give run.Options.Broker)")
+	}
+	return nil
+}
+
+// egressEnv points the agent's HTTP clients at the gateway's forward
+// proxy when the policy has an egress allow-list.
+func (d *driver) egressEnv(env map[string]string) (map[string]string, error) {
+	if len(d.def.Policy.EgressList()) == 0 {
+		return env, nil
+	}
+	if d.r.opts.Broker == nil {
+		return nil, errNoBroker(d.run.ID)
+	}
+	u, err := d.r.opts.Broker.EgressProxy(d.def.Provider.Name(), d.run)
+	if err != nil {
+		return nil, err
+	}
+	env = maps.Clone(env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"} {
+		env[k] = u
+	}
+	env["NO_PROXY"], env["no_proxy"] = "", ""
+	return env, nil
 }
 
 // Brokered describes what a run's brokered secrets become: the names and,

@@ -189,6 +189,9 @@ func (d *driver) startAgent() error {
 	if err != nil {
 		return err
 	}
+	if env, err = d.egressEnv(env); err != nil {
+		return err
+	}
 	inv, err := d.h.Prepare(d.ctx, d.handle, harness.Request{
 		Run:    harness.Run{RunID: d.run.ID, ThreadID: d.run.ThreadID},
 		Prompt: d.start.Prompt, Args: d.start.Args, Env: env,

@@ -282,6 +282,9 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 	if len(def.Workspace.SecretsOrEmpty().Brokered()) > 0 && r.opts.Broker == nil {
 		return store.Run{}, errNoBroker(req.ID)
 	}
+	if err := r.checkEgress(def, req.ID); err != nil {
+		return store.Run{}, err
+	}
 	if req.Thread == "" {
 		req.Thread = NewID("thread")
 	}

@@ -49,3 +49,21 @@ func TestBrokeredSecretsStayOutOfEnv(t *testing.T) {
 		t.Error("a broker for an unknown secret was accepted")
 	}
 }
+
+func TestEgressAllows(t *testing.T) {
+	list := []string{"api.anthropic.com", "*.npmjs.org", "127.0.0.1:8080"}
+	for host, want := range map[string]bool{
+		"api.anthropic.com:443":  true,
+		"api.anthropic.com:80":   true,
+		"registry.npmjs.org:443": true,
+		"npmjs.org:443":          false,
+		"evilnpmjs.org:443":      false,
+		"127.0.0.1:8080":         true,
+		"127.0.0.1:8081":         false,
+		"anthropic.com:443":      false,
+	} {
+		if got := sandbox.EgressAllows(list, host); got != want {
+			t.Errorf("%s: %v, want %v", host, got, want)
+		}
+	}
+}

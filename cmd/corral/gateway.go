@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/gateway"
+	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
@@ -34,18 +35,27 @@ var gatewayListen = func() string {
 }()
 
 // startGateway serves the egress gateway for the definitions' brokered
-// secrets until ctx ends: on listen (loopback, for local sandboxes) and,
-// where the host has a docker0 bridge, on its address (for Docker
-// sandboxes). The key is kept in the state directory, so every corral
+// secrets and egress allow-lists until ctx ends: on listen (loopback, for
+// local sandboxes), where the host has a docker0 bridge on its address
+// (for Docker sandboxes), and for Docker definitions with an allow-list
+// the forward proxy on the corral-egress network's address, same port. The key is kept in the state directory, so every corral
 // process of this user derives the same placeholders. It returns nil when
 // no definition has a brokered secret. A port another corral process
 // already serves is left to it.
 func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definition, listen string, out io.Writer) (*gateway.Gateway, error) {
-	brokered := false
+	brokered, egress := false, map[string]string{}
 	for _, d := range defs {
 		brokered = brokered || len(d.Workspace.SecretsOrEmpty().Brokered()) > 0
+		var dp *docker.Provider
+		if len(d.Policy.EgressList()) > 0 && sandbox.ProviderAs(d.Provider, &dp) {
+			ip, err := dp.EgressGateway(ctx)
+			if err != nil {
+				return nil, err
+			}
+			egress["docker"] = ip
+		}
 	}
-	if !brokered {
+	if !brokered && len(egress) == 0 {
 		return nil, nil
 	}
 	dir, err := stateDir()
@@ -72,21 +82,32 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 	for p, a := range addrs {
 		reach[p] = "http://" + a
 	}
-	g, err := gateway.New(gateway.Options{Key: key, Runs: st, Reach: reach, Logger: logger(),
+	egressReach := map[string]string{}
+	for p, ip := range egress {
+		egressReach[p] = net.JoinHostPort(ip, port)
+	}
+	g, err := gateway.New(gateway.Options{Key: key, Runs: st, Reach: reach, EgressReach: egressReach, Logger: logger(),
 		Definition: func(id string) (*sandbox.Definition, bool) { d, ok := byID[id]; return d, ok }})
 	if err != nil {
 		return nil, err
 	}
-	for p, a := range addrs {
+	listeners := map[string]http.Handler{}
+	for _, a := range addrs {
+		listeners[a] = g
+	}
+	for _, a := range egressReach {
+		listeners[a] = g.Forward()
+	}
+	for a, h := range listeners {
 		ln, err := net.Listen("tcp", a)
 		if errors.Is(err, syscall.EADDRINUSE) {
-			fmt.Fprintf(out, "corral: egress gateway for %s sandboxes: %s is served by another corral process\n", p, a)
+			fmt.Fprintf(out, "corral: egress gateway: %s is served by another corral process\n", a)
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("egress gateway: %w", err)
 		}
-		srv := &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		go func() {
 			<-ctx.Done()
@@ -116,11 +137,16 @@ func dockerBridgeIP() string {
 }
 
 // printBrokered says at a run's start which secrets are brokered, where
-// they may go, and who serves the gateway.
+// they may go, which hosts the sandbox may reach, and who serves the
+// gateway.
 func printBrokered(out io.Writer, def *sandbox.Definition, where string) {
 	b := run.BrokeredOf(def)
-	if len(b.Names) == 0 {
+	allow := def.Policy.EgressList()
+	if len(b.Names) == 0 && len(allow) == 0 {
 		return
+	}
+	if len(allow) > 0 {
+		fmt.Fprintf(out, "corral: egress allow-list: the sandbox may reach only %s (through the gateway)\n", strings.Join(allow, ", "))
 	}
 	for _, n := range b.Names {
 		fmt.Fprintf(out, "corral: secret %s is brokered: the sandbox holds a placeholder; the value goes only to %s\n", n, strings.Join(b.Hosts[n], ", "))

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness/command"
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
@@ -105,6 +107,24 @@ func TestEgressAllowListDocker(t *testing.T) {
 	}
 	if strings.Join(allowed, ",") != "GET allowed.test:80,CONNECT allowed.test:80" || len(refused) != 3 {
 		t.Errorf("records: allowed %v, refused %v", allowed, refused)
+	}
+	// The attempts with the run's credentials are run events.
+	evs, err := k.st.ReadEvents(ctx, rec.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempts []string
+	for _, e := range evs {
+		ev, _ := event.Unmarshal(e.Data)
+		if ev.Type == event.Custom && ev.Name == event.EgressAttempt {
+			var a event.Egress
+			_ = json.Unmarshal(ev.Value, &a)
+			attempts = append(attempts, fmt.Sprintf("%s %s %v %d", a.Method, a.Host, a.Allowed, a.Status))
+		}
+	}
+	want := "GET allowed.test:80 true 200,GET denied.test:80 false 403,CONNECT allowed.test:80 true 200,CONNECT denied.test:80 false 403"
+	if strings.Join(attempts, ",") != want {
+		t.Errorf("egress.attempt events:\n%s\nwant\n%s", strings.Join(attempts, ","), want)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
 )
@@ -197,4 +198,19 @@ func (f flushWriter) Write(b []byte) (int, error) {
 	n, err := f.w.Write(b)
 	_ = http.NewResponseController(f.w.ResponseWriter).Flush()
 	return n, err
+}
+
+// EgressEvent is an egress record as the run's egress.attempt event.
+func (r Record) EgressEvent() event.Egress {
+	return event.Egress{Method: r.Method, Host: r.Host, Allowed: r.Refused == "", Status: r.Status, Reason: r.Refused}
+}
+
+// NoteEgress returns an Options.OnRequest that records the forward
+// proxy's attempts as run events through note (run.Runner.NoteEgress).
+func NoteEgress(note func(runID string, e event.Egress) bool) func(Record) {
+	return func(r Record) {
+		if r.Kind == "egress" && r.RunID != "" {
+			note(r.RunID, r.EgressEvent())
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/gateway"
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/command"
@@ -87,6 +88,7 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 			case k.recs <- r:
 			default:
 			}
+			gateway.NoteEgress(func(id string, e event.Egress) bool { return k.r.NoteEgress(id, e) })(r)
 		}})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package run
 import (
 	"maps"
 
+	"github.com/d10ffeed/corral/event"
+
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
 )
@@ -127,4 +129,21 @@ func (d *driver) runSecrets(env map[string]string) (sandbox.Secrets, map[string]
 
 func errNoBroker(id string) error {
 	return sandbox.Errorf(sandbox.FailedPrecondition, "run.start", id, "the definition has brokered secrets but this runner has no egress gateway (run it in the daemon, or give run.Options.Broker)")
+}
+
+// NoteEgress records an egress attempt of a run as an egress.attempt
+// event, when this process drives the run and is not replaying its
+// journal; it reports whether the attempt was taken. The gateway's log
+// line records every attempt either way.
+func (r *Runner) NoteEgress(runID string, e event.Egress) bool {
+	d := r.driving(runID)
+	if d == nil {
+		return false
+	}
+	select {
+	case d.egress <- e:
+		return true
+	default:
+		return false
+	}
 }

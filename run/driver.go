@@ -36,9 +36,10 @@ type driver struct {
 
 	mu        sync.Mutex
 	detaching bool
-	notify    chan struct{} // closed and replaced after every append
-	lastSeq   int64         // the log's last sequence number
-	err       error         // why driving stopped early, if it did
+	notify    chan struct{}     // closed and replaced after every append
+	egress    chan event.Egress // attempts the egress gateway reported (NoteEgress)
+	lastSeq   int64             // the log's last sequence number
+	err       error             // why driving stopped early, if it did
 
 	handle  sandbox.Handle
 	exited  <-chan struct{} // closed once the wrapper this driver started exited; nil for a takeover
@@ -54,7 +55,7 @@ func (r *Runner) newDriver(run store.Run, def *sandbox.Definition, h harness.Har
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &driver{
 		r: r, run: run, def: def, h: h, lease: lease, ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}),
+		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}), egress: make(chan event.Egress, 256),
 		tr: withPolicyNotice(run, h.Translator(harness.Run{RunID: run.ID, ThreadID: run.ThreadID})),
 	}
 	d.scrub = newScrubber(d.secrets())
@@ -303,6 +304,16 @@ func (d *driver) follow() error {
 				}
 			}
 		case <-flushT.C:
+			if err := d.flush(d.ctx); err != nil {
+				return err
+			}
+		case e := <-d.egress:
+			if d.replaying() {
+				continue // a takeover still matching the log: the attempt is logged by the gateway only
+			}
+			if err := d.emitOne(event.CustomEvent(event.EgressAttempt, e)); err != nil {
+				return err
+			}
 			if err := d.flush(d.ctx); err != nil {
 				return err
 			}

@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/gateway"
 	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/run"
@@ -42,7 +44,7 @@ var gatewayListen = func() string {
 // process of this user derives the same placeholders. It returns nil when
 // no definition has a brokered secret. A port another corral process
 // already serves is left to it.
-func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definition, listen string, out io.Writer) (*gateway.Gateway, error) {
+func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definition, listen string, out io.Writer, runner *atomic.Pointer[run.Runner]) (*gateway.Gateway, error) {
 	brokered, egress := false, map[string]string{}
 	for _, d := range defs {
 		brokered = brokered || len(d.Workspace.SecretsOrEmpty().Brokered()) > 0
@@ -86,7 +88,14 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 	for p, ip := range egress {
 		egressReach[p] = net.JoinHostPort(ip, port)
 	}
-	g, err := gateway.New(gateway.Options{Key: key, Runs: st, Reach: reach, EgressReach: egressReach, Logger: logger(),
+	// Egress attempts become events of the runs this process drives.
+	note := gateway.NoteEgress(func(id string, e event.Egress) bool {
+		if r := runner.Load(); r != nil {
+			return r.NoteEgress(id, e)
+		}
+		return false
+	})
+	g, err := gateway.New(gateway.Options{Key: key, Runs: st, Reach: reach, EgressReach: egressReach, Logger: logger(), OnRequest: note,
 		Definition: func(id string) (*sandbox.Definition, bool) { d, ok := byID[id]; return d, ok }})
 	if err != nil {
 		return nil, err

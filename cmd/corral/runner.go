@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/run"
@@ -30,7 +31,8 @@ func (f *stateFlags) openRunner(ctx context.Context, out io.Writer) (*run.Runner
 	// Brokered secrets need the egress gateway: without a daemon, this
 	// process serves it (on the fixed port, so a later attach serves it
 	// again).
-	g, err := startGateway(ctx, st, defsOf(def), gatewayListen, out)
+	var rp atomic.Pointer[run.Runner]
+	g, err := startGateway(ctx, st, defsOf(def), gatewayListen, out, &rp)
 	if err != nil {
 		st.Close()
 		return nil, nil, err
@@ -54,6 +56,7 @@ func (f *stateFlags) openRunner(ctx context.Context, out io.Writer) (*run.Runner
 		st.Close()
 		return nil, nil, err
 	}
+	rp.Store(r)
 	return r, st, nil
 }
 

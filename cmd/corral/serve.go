@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -107,7 +108,8 @@ visit cannot use it.`,
 				return err
 			}
 			defer st.Close()
-			g, err := startGateway(ctx, st, defs, gwListen, cmd.ErrOrStderr())
+			var rp atomic.Pointer[run.Runner]
+			g, err := startGateway(ctx, st, defs, gwListen, cmd.ErrOrStderr(), &rp)
 			if err != nil {
 				return err
 			}
@@ -123,6 +125,7 @@ visit cannot use it.`,
 			if err != nil {
 				return err
 			}
+			rp.Store(r)
 			srv, err := server.New(server.Options{Runner: r, Definitions: ids, Harnesses: harnessNames(), Tokens: toks, NoAuth: noAuth,
 				AllowedHosts: hosts, AllowedOrigins: origins, Logger: logger(), ReapInterval: interval, ReapTTL: ttl, Metrics: metrics,
 				Forget: run.ForgetOptions{EventMaxAge: eventMaxAge}})

@@ -142,8 +142,8 @@ func TestBrokeredSecretNeverInSandbox(t *testing.T) {
 	if status, _ := call(t, route2, forged); status != http.StatusForbidden {
 		t.Errorf("a forged placeholder: %d, want 403", status)
 	}
-	if status, _ := call(t, route2, ""); status != http.StatusForbidden {
-		t.Errorf("no placeholder: %d, want 403", status)
+	if status, _ := call(t, route2, ""); status != http.StatusUnauthorized {
+		t.Errorf("no placeholder: %d, want 401 (asking for credentials)", status)
 	}
 	other, _ := k.g.BaseURL("local", rec2.ID, "http://127.0.0.1:1")
 	if status, body := call(t, other, ph2); status != http.StatusForbidden || !strings.Contains(body, "may not be sent") {

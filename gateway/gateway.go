@@ -7,7 +7,7 @@
 // The model APIs' CLIs accept a base URL, so the gateway is a plain HTTP
 // reverse proxy on a route per run and upstream:
 //
-//	http://GATEWAY/r/<base64url run id>/<https|http>/<host[:port]>/<path>
+//	http://GATEWAY/r/<base64url run id>/<https|http>/<host[~port]>/<path>
 //
 // A request is forwarded only when it carries a placeholder of the route's
 // run in the header its secret's broker names, the placeholder's MAC
@@ -165,7 +165,9 @@ func (g *Gateway) BaseURL(provider, runID, upstream string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSuffix(base, "/") + "/r/" + base64.RawURLEncoding.EncodeToString([]byte(runID)) + "/" + scheme + "/" + host, nil
+	// ':' is written '~' (never in a host name, unreserved in URLs): git
+	// matches its per-URL configuration by path, and escapes a ':' there.
+	return strings.TrimSuffix(base, "/") + "/r/" + base64.RawURLEncoding.EncodeToString([]byte(runID)) + "/" + scheme + "/" + strings.ReplaceAll(host, ":", "~"), nil
 }
 
 // ServeHTTP proxies one request of an agent.
@@ -210,7 +212,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse("the run's definition is not served here")
 		return
 	}
-	if why := g.substitute(r.Header, run, def.Workspace.SecretsOrEmpty(), scheme, host); why != "" {
+	if why := g.substitute(r.Header, run, def.Workspace.SecretsOrEmpty(), scheme, host); why == errNoPlaceholder {
+		// Ask for credentials: git tries without any first, and sends
+		// them (the placeholder, from its credential helper) on a 401.
+		rec.Refused = why
+		cw.Header().Set("WWW-Authenticate", `Basic realm="corral gateway"`)
+		http.Error(cw, "corral gateway: "+why, http.StatusUnauthorized)
+		return
+	} else if why != "" {
 		refuse(why)
 		return
 	}
@@ -271,10 +280,14 @@ func (g *Gateway) substitute(h http.Header, run store.Run, secrets sandbox.Secre
 		}
 	}
 	if used == 0 {
-		return "no placeholder of a brokered secret in the request"
+		return errNoPlaceholder
 	}
 	return ""
 }
+
+// errNoPlaceholder is why a request without any placeholder is refused
+// (401, asking for credentials).
+const errNoPlaceholder = "no placeholder of a brokered secret in the request"
 
 // parseRoute reads /r/<run>/<scheme>/<host>/<rest>.
 func parseRoute(p string) (runID, scheme, host, rest string, ok bool) {
@@ -298,6 +311,7 @@ func parseRoute(p string) (runID, scheme, host, rest string, ok bool) {
 	if err != nil || h == "" {
 		return "", "", "", "", false
 	}
+	h = strings.ReplaceAll(h, "~", ":")
 	return string(id), parts[1], strings.ToLower(h), rest, true
 }
 

@@ -2,6 +2,9 @@ package run
 
 import (
 	"maps"
+	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/d10ffeed/corral/event"
 
@@ -124,7 +127,58 @@ func (d *driver) runSecrets(env map[string]string) (sandbox.Secrets, map[string]
 		}
 		env[v] = u
 	}
+	if err := d.gitThroughGateway(env, secrets, names); err != nil {
+		return sandbox.Secrets{}, nil, err
+	}
 	return secrets.WithPlaceholders(func(name string) string { return b.Placeholder(d.run, name) }), env, nil
+}
+
+// gitThroughGateway sends git over HTTPS to the hosts of basic-auth
+// brokered secrets through the gateway: git's per-process configuration
+// (GIT_CONFIG_COUNT, set for the agent only) rewrites each host's URLs to
+// the gateway's route (url.<route>/.insteadOf) and names a credential
+// helper that answers with the placeholder from the secret's variable; the
+// gateway swaps it for the value in the Basic header. A run whose
+// environment sets GIT_CONFIG_COUNT itself is left alone.
+func (d *driver) gitThroughGateway(env map[string]string, secrets sandbox.Secrets, names []string) error {
+	if _, set := env["GIT_CONFIG_COUNT"]; set {
+		return nil
+	}
+	n := 0
+	for _, name := range names {
+		br, _ := secrets.Broker(name)
+		if !strings.EqualFold(br.Header, sandbox.BrokerBasic) {
+			continue
+		}
+		for _, h := range br.Hosts {
+			scheme, host, err := sandbox.SplitBrokerHost(h)
+			if err != nil {
+				return err
+			}
+			route, err := d.r.opts.Broker.BaseURL(d.def.Provider.Name(), d.run.ID, h)
+			if err != nil {
+				return err
+			}
+			u, err := url.Parse(route)
+			if err != nil {
+				return sandbox.Wrap(sandbox.Internal, "run.start", d.run.ID, err)
+			}
+			set := func(key, value string) {
+				k := strconv.Itoa(n)
+				env["GIT_CONFIG_KEY_"+k], env["GIT_CONFIG_VALUE_"+k] = key, value
+				n++
+			}
+			set("url."+route+"/.insteadOf", scheme+"://"+host+"/")
+			// Credentials by path: each route gets its own helper.
+			set("credential."+u.Scheme+"://"+u.Host+".useHttpPath", "true")
+			// The helper names the variable, never a value.
+			set("credential."+route+"/.helper", `!f() { test "$1" = get && printf 'username=x-access-token\npassword=%s\n' "$`+name+`"; }; f`)
+		}
+	}
+	if n > 0 {
+		env["GIT_CONFIG_COUNT"] = strconv.Itoa(n)
+	}
+	return nil
 }
 
 func errNoBroker(id string) error {

@@ -52,3 +52,37 @@ curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' 
 		t.Errorf("%d requests without the real key", model.Unauthorized())
 	}
 }
+
+// TestServeBrokersSecrets: the daemon serves the egress gateway; a run
+// started through it with --server authenticates at the fake model with
+// the placeholder its sandbox holds.
+func TestServeBrokersSecrets(t *testing.T) {
+	key := "sk-serve-canary-2b9d41"
+	model := fakemodel.New(t, fakemodel.Script{APIKey: key, Turns: []fakemodel.Turn{{Text: "answer via the daemon's gateway"}}})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "corral.yaml")
+	yml := "provider:\n  name: local\n  local: {baseDir: " + filepath.Join(dir, "sandboxes") + "}\nworkspace:\n  secrets:\n    ANTHROPIC_API_KEY: {env: SERVE_KEY, broker: {hosts: [\"" + model.URL + "\"], header: x-api-key}}\n"
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := ln.Addr().String()
+	ln.Close()
+	stateDir := t.TempDir()
+	s := serveCLIEnv(t, stateDir, []string{"SERVE_KEY=" + key}, "--config", cfg, "--gateway-listen", gw)
+	if !strings.Contains(s.stderr(), "secret ANTHROPIC_API_KEY is brokered") || !strings.Contains(s.stderr(), "served by this daemon on "+gw) {
+		t.Fatalf("the daemon did not say it brokers the secret:\n%s", s.stderr())
+	}
+	agent := `case "$ANTHROPIC_API_KEY" in corral-ph1.*) echo placeholder-ok;; esac
+curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}' "$ANTHROPIC_BASE_URL/v1/messages"`
+	out, errOut, code := corralIn(t, cliEnv(stateDir), "run", "--server", s.url, "--", "sh", "-c", agent)
+	if code != 0 || !strings.Contains(out, "placeholder-ok") || !strings.Contains(out, "answer via the daemon's gateway") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s\ndaemon %s", code, out, errOut, s.stderr())
+	}
+	if model.Unauthorized() != 0 {
+		t.Errorf("%d requests without the real key", model.Unauthorized())
+	}
+}

@@ -20,17 +20,7 @@ func TestRunWithBrokeredSecret(t *testing.T) {
 	key := "sk-cli-canary-7c1e0b5d"
 	model := fakemodel.New(t, fakemodel.Script{APIKey: key, Turns: []fakemodel.Turn{{Text: "answer via gateway"}}})
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yml := "workspace:\n  secrets:\n    ANTHROPIC_API_KEY: {env: CLI_KEY, broker: {hosts: [\"" + model.URL + "\"], header: x-api-key}}\n"
-	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := ln.Addr().String()
-	ln.Close()
+	cfg, gw := brokeredConfig(t, dir, "", "CLI_KEY", model.URL)
 	agent := `env | grep -q ` + key + ` && echo LEAK; case "$ANTHROPIC_API_KEY" in corral-ph1.*) echo placeholder-ok;; esac
 curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}' "$ANTHROPIC_BASE_URL/v1/messages"`
 	cmd := exec.Command(corralBin, "run", "--config", cfg, "--store", "sqlite:"+filepath.Join(dir, "c.db"), "--", "sh", "-c", agent)
@@ -60,17 +50,7 @@ func TestServeBrokersSecrets(t *testing.T) {
 	key := "sk-serve-canary-2b9d41"
 	model := fakemodel.New(t, fakemodel.Script{APIKey: key, Turns: []fakemodel.Turn{{Text: "answer via the daemon's gateway"}}})
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yml := "provider:\n  name: local\n  local: {baseDir: " + filepath.Join(dir, "sandboxes") + "}\nworkspace:\n  secrets:\n    ANTHROPIC_API_KEY: {env: SERVE_KEY, broker: {hosts: [\"" + model.URL + "\"], header: x-api-key}}\n"
-	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := ln.Addr().String()
-	ln.Close()
+	cfg, gw := brokeredConfig(t, dir, "provider:\n  name: local\n  local: {baseDir: "+filepath.Join(dir, "sandboxes")+"}\n", "SERVE_KEY", model.URL)
 	stateDir := t.TempDir()
 	s := serveCLIEnv(t, stateDir, []string{"SERVE_KEY=" + key}, "--config", cfg, "--gateway-listen", gw)
 	if !strings.Contains(s.stderr(), "secret ANTHROPIC_API_KEY is brokered") || !strings.Contains(s.stderr(), "served by this daemon on "+gw) {
@@ -85,4 +65,22 @@ curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' 
 	if model.Unauthorized() != 0 {
 		t.Errorf("%d requests without the real key", model.Unauthorized())
 	}
+}
+
+// brokeredConfig writes a corral.yaml (head, then a brokered
+// ANTHROPIC_API_KEY read from keyEnv for the model) into dir, and returns
+// its path and a free loopback address for the gateway.
+func brokeredConfig(t *testing.T, dir, head, keyEnv, modelURL string) (string, string) {
+	t.Helper()
+	cfg := filepath.Join(dir, "corral.yaml")
+	yml := head + "workspace:\n  secrets:\n    ANTHROPIC_API_KEY: {env: " + keyEnv + ", broker: {hosts: [\"" + modelURL + "\"], header: x-api-key}}\n"
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return cfg, ln.Addr().String()
 }

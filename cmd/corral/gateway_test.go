@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/internal/testutil"
 )
 
 // TestRunWithBrokeredSecret runs corral run (no daemon) with a brokered
@@ -83,4 +84,41 @@ func brokeredConfig(t *testing.T, dir, head, keyEnv, modelURL string) (string, s
 	}
 	defer ln.Close()
 	return cfg, ln.Addr().String()
+}
+
+// TestClaudeRunWithBrokeredKey: corral run --harness claude-code with a
+// brokered key completes a tool-using run against the fake model, which
+// accepts only the real key, while the sandbox's agent holds a placeholder.
+func TestClaudeRunWithBrokeredKey(t *testing.T) {
+	bin := testutil.AgentBin(t, "claude")
+	if !harnessRegistered(t, "claude-code") {
+		t.Skip("this corral has no claude-code harness registered (cmd/corral/harnesses.go)")
+	}
+	key := "sk-ant-cli-canary-90f3aa"
+	model := fakemodel.New(t, fakemodel.Script{APIKey: key, Turns: []fakemodel.Turn{
+		{Command: `case "$ANTHROPIC_API_KEY" in corral-ph1.*) echo placeholder-in-the-tool;; esac`}, {Text: "Done through the gateway."}}})
+	dir := t.TempDir()
+	cfg, gw := brokeredConfig(t, dir, "", "CLI_KEY", model.URL)
+	cmd := exec.Command(corralBin, "run", "--config", cfg, "--store", "sqlite:"+filepath.Join(dir, "c.db"), "--harness", "claude-code",
+		"--model", "claude-sonnet-4-5", "--option", "executable="+bin, "--option", "isSandbox=true", "check the key")
+	cmd.Env = append(os.Environ(), "CLI_KEY="+key, "CORRAL_GATEWAY_LISTEN="+gw, "XDG_STATE_HOME="+filepath.Join(dir, "state"),
+		"HOME="+t.TempDir(), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("corral run: %v\nstdout %s\nstderr %s", err, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "Done through the gateway.") || !strings.Contains(errb.String(), "secret ANTHROPIC_API_KEY is brokered") {
+		t.Fatalf("stdout %s\nstderr %s", out.String(), errb.String())
+	}
+	if model.Unauthorized() != 0 || len(model.ModelRequests()) < 2 {
+		t.Errorf("%d model requests, %d without the real key", len(model.ModelRequests()), model.Unauthorized())
+	}
+	found := false
+	for _, r := range model.ModelRequests() {
+		found = found || strings.Contains(string(r.Body), "placeholder-in-the-tool")
+	}
+	if !found {
+		t.Error("the tool's output (the placeholder check) did not reach the model")
+	}
 }

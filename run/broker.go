@@ -201,3 +201,28 @@ func (r *Runner) NoteEgress(runID string, e event.Egress) bool {
 		return false
 	}
 }
+
+// scrubSecrets are the values the run's events are scrubbed of: the
+// secrets, and the placeholders of the brokered ones (as NAME_PLACEHOLDER),
+// which are worth the key to whoever reaches the gateway while the run
+// lives. The placeholders are a function of the run and the gateway key,
+// so a takeover with the same key scrubs alike.
+func (d *driver) scrubSecrets() sandbox.Secrets {
+	secrets := d.secrets()
+	names := secrets.Brokered()
+	if len(names) == 0 || d.r.opts.Broker == nil {
+		return secrets
+	}
+	m := map[string]string{}
+	for _, n := range secrets.Names() {
+		m[n], _ = secrets.Value(n)
+	}
+	for _, n := range names {
+		m[n+"_PLACEHOLDER"] = d.r.opts.Broker.Placeholder(d.run, n)
+	}
+	out, err := sandbox.NewSecrets(m)
+	if err != nil {
+		return secrets
+	}
+	return out
+}

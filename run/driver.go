@@ -58,7 +58,7 @@ func (r *Runner) newDriver(run store.Run, def *sandbox.Definition, h harness.Har
 		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}), egress: make(chan event.Egress, 256),
 		tr: withPolicyNotice(run, h.Translator(harness.Run{RunID: run.ID, ThreadID: run.ThreadID})),
 	}
-	d.scrub = newScrubber(d.secrets())
+	d.scrub = newScrubber(d.scrubSecrets())
 	d.limit = r.opts.MaxEventBytes
 	return d
 }

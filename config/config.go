@@ -172,6 +172,7 @@ type Broker struct {
 	Hosts      []string `yaml:"hosts"`
 	Header     string   `yaml:"header"`
 	BaseURLEnv string   `yaml:"baseURLEnv"`
+	Intercept  bool     `yaml:"intercept"`
 }
 
 type secretAt struct {

@@ -62,18 +62,8 @@ func TestBrokeredSecretNeverInSandbox(t *testing.T) {
 	scan := buildMemscan(t)
 	ctx := ctxT(t)
 	marker := canary()[10:]
-	rec, err := k.r.Start(ctx, run.StartRequest{Definition: "d", Harness: command.Name, Args: []string{"sh", "-c", brokerAgent},
+	rec, text := k.complete(t, run.StartRequest{Definition: "d", Harness: command.Name, Args: []string{"sh", "-c", brokerAgent},
 		Env: map[string]string{"MEMSCAN": scan, "SCAN_ARGS": strings.Join(memscanArgs(key), " "), "CORRAL_SCAN": marker}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.r.Wait(ctx, rec.ID); err != nil {
-		t.Fatal(err)
-	}
-	text := runText(t, k, rec.ID)
-	if got, _, _ := k.st.GetRun(ctx, rec.ID); got.Status != store.RunCompleted {
-		t.Fatalf("run %s (%s):\n%s", got.Status, got.Error, text)
-	}
 	if !strings.Contains(text, "status=200") || !strings.Contains(text, "hello through the gateway") {
 		t.Fatalf("the agent did not get the model's answer through the gateway:\n%s", text)
 	}

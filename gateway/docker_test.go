@@ -16,7 +16,6 @@ import (
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/ensure"
-	"github.com/d10ffeed/corral/store"
 )
 
 // dockerBridge returns the host's docker0 address, or skips (fails under
@@ -100,18 +99,8 @@ func TestBrokeredSecretDocker(t *testing.T) {
 	if r, err := res.Handle.Exec(ctx, sandbox.Command{Args: []string{"chmod", "755", "/workspace/.memscan"}}); err != nil || r.ExitCode != 0 {
 		t.Fatalf("chmod: %v %+v", err, r)
 	}
-	rec, err := k.r.Start(ctx, run.StartRequest{Definition: "dk", Thread: "th-docker", Harness: command.Name, Args: []string{"sh", "-c", dockerAgent},
+	_, text := k.complete(t, run.StartRequest{Definition: "dk", Thread: "th-docker", Harness: command.Name, Args: []string{"sh", "-c", dockerAgent},
 		Env: map[string]string{"SCAN_ARGS": strings.Join(memscanArgs(key), " ")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.r.Wait(ctx, rec.ID); err != nil {
-		t.Fatal(err)
-	}
-	text := runText(t, k, rec.ID)
-	if got, _, _ := k.st.GetRun(ctx, rec.ID); got.Status != store.RunCompleted {
-		t.Fatalf("run %s (%s):\n%s", got.Status, got.Error, text)
-	}
 	if !strings.Contains(text, "status=ok") || !strings.Contains(text, "hello from docker") || model.Unauthorized() != 0 {
 		t.Fatalf("the container did not get the answer through the gateway (%d refused for the key):\n%s", model.Unauthorized(), text)
 	}

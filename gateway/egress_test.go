@@ -15,7 +15,6 @@ import (
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
-	"github.com/d10ffeed/corral/store"
 )
 
 // egressAgent tries, from inside the container: plain HTTP and CONNECT
@@ -62,19 +61,8 @@ func TestEgressAllowListDocker(t *testing.T) {
 	}
 	def := &sandbox.Definition{ID: "eg", Provider: sandbox.Guard(p, sandbox.GuardOptions{}),
 		Policy: &sandbox.Policy{Egress: []string{"allowed.test"}, Default: sandbox.Allow}}
-	k := newKitDial(t, def, map[string]string{"egress:docker": egressIP + ":0"}, dial)
-	rec, err := k.r.Start(ctx, run.StartRequest{Definition: "eg", Thread: "th-egress", Harness: command.Name, Args: []string{"sh", "-c", egressAgent}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k.r.Ensure().Destroy(ctxT(t), def, ensureReq(rec)) })
-	if err := k.r.Wait(ctx, rec.ID); err != nil {
-		t.Fatal(err)
-	}
-	text := runText(t, k, rec.ID)
-	if got, _, _ := k.st.GetRun(ctx, rec.ID); got.Status != store.RunCompleted {
-		t.Fatalf("run %s (%s):\n%s", got.Status, got.Error, text)
-	}
+	k := newKitDial(t, def, map[string]string{"egress:docker": egressIP + ":0"}, dial, nil)
+	rec, text := k.complete(t, run.StartRequest{Definition: "eg", Thread: "th-egress", Harness: command.Name, Args: []string{"sh", "-c", egressAgent}})
 	t.Logf("agent:\n%s", text)
 	for _, want := range []string{
 		"plain-allowed: HTTP/1.1 200 OK body-of-allowed.test",

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -28,6 +29,12 @@ const egressName = "corral-egress"
 // uses under an egress allow-list.
 func (g *Gateway) EgressProxy(provider string, run store.Run) (string, error) {
 	addr, ok := g.o.EgressReach[provider]
+	if !ok {
+		// The reverse proxy's listener serves proxy requests too.
+		if u, err := url.Parse(g.o.Reach[provider]); err == nil && u.Host != "" {
+			addr, ok = u.Host, true
+		}
+	}
 	if !ok {
 		return "", sandbox.Errorf(sandbox.FailedPrecondition, "gateway", provider, "no egress proxy serves this provider's sandboxes")
 	}
@@ -96,9 +103,23 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	def, ok := g.o.Definition(run.DefinitionID)
-	if !ok || !sandbox.EgressAllows(def.Policy.EgressList(), host) {
+	if !ok {
+		rec.Refused = "the run's definition is not served here"
+		http.Error(cw, "corral gateway: "+rec.Refused, http.StatusForbidden)
+		return
+	}
+	secrets := def.Workspace.SecretsOrEmpty()
+	list := def.Policy.EgressList()
+	mitm := r.Method == http.MethodConnect && intercepts(secrets, host)
+	// Without an allow-list the proxy serves interception only; with one,
+	// what it lists.
+	if (len(list) == 0 && !mitm) || (len(list) > 0 && !sandbox.EgressAllows(list, host)) {
 		rec.Refused = "not on the egress allow-list"
 		http.Error(cw, "corral gateway: "+host+" is not on the run's egress allow-list", http.StatusForbidden)
+		return
+	}
+	if mitm {
+		g.intercept(cw, r, host, run, secrets, &rec)
 		return
 	}
 	if r.Method == http.MethodConnect {

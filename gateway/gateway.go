@@ -99,6 +99,7 @@ type Gateway struct {
 	o      Options
 	proxy  *httputil.ReverseProxy
 	egress *http.Transport // the forward proxy's, dialling with Options.Dial
+	cas    authorities     // the sandboxes' CAs of interception (mitm.go)
 }
 
 // New returns a gateway.
@@ -170,8 +171,14 @@ func (g *Gateway) BaseURL(provider, runID, upstream string) (string, error) {
 	return strings.TrimSuffix(base, "/") + "/r/" + base64.RawURLEncoding.EncodeToString([]byte(runID)) + "/" + scheme + "/" + strings.ReplaceAll(host, ":", "~"), nil
 }
 
-// ServeHTTP proxies one request of an agent.
+// ServeHTTP proxies one request of an agent: a route of the reverse
+// proxy, or a proxy request (CONNECT, an absolute URL) for the forward
+// proxy.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect || r.URL.IsAbs() {
+		g.serveForward(w, r)
+		return
+	}
 	began := time.Now()
 	cw := &countingWriter{ResponseWriter: w}
 	rec := Record{Kind: "model", Method: r.Method}

@@ -14,7 +14,6 @@ import (
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
-	"github.com/d10ffeed/corral/store"
 )
 
 // TestGitThroughGateway: a brokered basic-auth token for a git host. The
@@ -53,23 +52,12 @@ func TestGitThroughGateway(t *testing.T) {
 	secrets, _ = secrets.WithBrokers(map[string]sandbox.Broker{"GIT_TOKEN": {Hosts: []string{gitSrv.URL}, Header: "basic"}})
 	def := &sandbox.Definition{ID: "g", Provider: p, Workspace: &sandbox.Workspace{Secrets: secrets}}
 	k := newKit(t, def, nil)
-	ctx := ctxT(t)
 	agent := `set -e
 git clone -q "$REPO" clone
 cat clone/README.md
 cd clone && echo more >> README.md && git -c user.name=a -c user.email=a@example.invalid commit -qam more && git push -q origin main && echo pushed`
-	rec, err := k.r.Start(ctx, run.StartRequest{Definition: "g", Harness: command.Name, Args: []string{"sh", "-c", agent},
+	_, text := k.complete(t, run.StartRequest{Definition: "g", Harness: command.Name, Args: []string{"sh", "-c", agent},
 		Env: map[string]string{"REPO": gitSrv.URL + "/repo.git", "GIT_TERMINAL_PROMPT": "0", "HOME": t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.r.Wait(ctx, rec.ID); err != nil {
-		t.Fatal(err)
-	}
-	text := runText(t, k, rec.ID)
-	if got, _, _ := k.st.GetRun(ctx, rec.ID); got.Status != store.RunCompleted {
-		t.Fatalf("run %s (%s):\n%s", got.Status, got.Error, text)
-	}
 	if !strings.Contains(text, "hello from git") || !strings.Contains(text, "pushed") {
 		t.Fatalf("clone and push through the gateway:\n%s", text)
 	}

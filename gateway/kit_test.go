@@ -35,6 +35,7 @@ type kit struct {
 	dbPath string
 	url    string // the gateway's base URL on loopback
 	jdir   string // the journals' directory
+	def    *sandbox.Definition
 	recs   chan gateway.Record
 }
 
@@ -43,12 +44,13 @@ type kit struct {
 // 127.0.0.1:0 unless given.
 func newKit(t *testing.T, def *sandbox.Definition, listen map[string]string, hs ...harness.Harness) *kit {
 	t.Helper()
-	return newKitDial(t, def, listen, nil, hs...)
+	return newKitDial(t, def, listen, nil, nil, hs...)
 }
 
-// newKitDial is newKit with the forward proxy's dialer; a listen key
+// newKitDial is newKit with the forward proxy's dialer and the upstream
+// transport (nil for the defaults); a listen key
 // "egress:PROVIDER" serves the forward proxy for that provider.
-func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string, dial func(context.Context, string, string) (net.Conn, error), hs ...harness.Harness) *kit {
+func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string, dial func(context.Context, string, string) (net.Conn, error), tr http.RoundTripper, hs ...harness.Harness) *kit {
 	t.Helper()
 	ctx := context.Background()
 	dbPath := filepath.Join(t.TempDir(), "corral.db")
@@ -63,7 +65,7 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 	if _, ok := listen["local"]; !ok {
 		listen["local"] = "127.0.0.1:0"
 	}
-	k := &kit{st: st, dbPath: dbPath, recs: make(chan gateway.Record, 1000)}
+	k := &kit{st: st, dbPath: dbPath, recs: make(chan gateway.Record, 1000), def: def}
 	reach, egress := map[string]string{}, map[string]string{}
 	var lns []net.Listener
 	forward := map[net.Listener]bool{}
@@ -81,7 +83,7 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 		reach[p] = "http://" + ln.Addr().String()
 	}
 	k.url = reach["local"]
-	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach, EgressReach: egress, Dial: dial,
+	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach, EgressReach: egress, Dial: dial, Transport: tr,
 		Definition: func(id string) (*sandbox.Definition, bool) { return k.r.Definition(id) },
 		OnRequest: func(r gateway.Record) {
 			select {
@@ -164,4 +166,25 @@ func (k *kit) tick() <-chan time.Time { return time.After(50 * time.Millisecond)
 // ensureReq is the ensure request of a run's sandbox.
 func ensureReq(r store.Run) ensure.Request {
 	return ensure.Request{Thread: r.ThreadID, Run: r.ID, Tenant: r.Tenant}
+}
+
+// complete starts a run, waits for its end and fails the test unless it
+// completed; it returns the run and the text of its events. The run's
+// sandbox is destroyed when the test ends.
+func (k *kit) complete(t *testing.T, req run.StartRequest) (store.Run, string) {
+	t.Helper()
+	ctx := ctxT(t)
+	rec, err := k.r.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.r.Ensure().Destroy(ctxT(t), k.def, ensureReq(rec)) })
+	if err := k.r.Wait(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	text := runText(t, k, rec.ID)
+	if got, _, _ := k.st.GetRun(ctx, rec.ID); got.Status != store.RunCompleted {
+		t.Fatalf("run %s (%s):\n%s", got.Status, got.Error, text)
+	}
+	return rec, text
 }

@@ -1,12 +1,14 @@
 package run
 
 import (
+	"bytes"
 	"maps"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/journal"
 
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
@@ -27,6 +29,9 @@ type Broker interface {
 	// that an agent in a sandbox of the provider uses under an egress
 	// allow-list, for the run.
 	EgressProxy(provider string, run store.Run) (string, error)
+	// CACert returns the PEM certificate of the CA with which the gateway
+	// intercepts HTTPS for the run's sandbox (sandbox.Broker.Intercept).
+	CACert(run store.Run) ([]byte, error)
 }
 
 // checkEgress refuses an egress allow-list that nothing would enforce: a
@@ -130,6 +135,9 @@ func (d *driver) runSecrets(env map[string]string) (sandbox.Secrets, map[string]
 	if err := d.gitThroughGateway(env, secrets, names); err != nil {
 		return sandbox.Secrets{}, nil, err
 	}
+	if err := d.interception(env, secrets, names); err != nil {
+		return sandbox.Secrets{}, nil, err
+	}
 	return secrets.WithPlaceholders(func(name string) string { return b.Placeholder(d.run, name) }), env, nil
 }
 
@@ -225,4 +233,51 @@ func (d *driver) scrubSecrets() sandbox.Secrets {
 		return secrets
 	}
 	return out
+}
+
+// interception gives the agent the gateway's forward proxy for HTTPS and
+// the sandbox's gateway CA when a brokered secret asks for interception:
+// the CA is written next to the run's files, alone and appended to the
+// sandbox's system bundle, and named by the variables TLS clients read.
+// HTTP_PROXY stays unset, so the plain-HTTP base URLs go straight to the
+// gateway.
+func (d *driver) interception(env map[string]string, secrets sandbox.Secrets, names []string) error {
+	want := false
+	for _, n := range names {
+		b, _ := secrets.Broker(n)
+		want = want || b.Intercept
+	}
+	if !want {
+		return nil
+	}
+	b := d.r.opts.Broker
+	u, err := b.EgressProxy(d.def.Provider.Name(), d.run)
+	if err != nil {
+		return err
+	}
+	pem, err := b.CACert(d.run)
+	if err != nil {
+		return err
+	}
+	paths, err := journal.PathsFor(d.r.opts.JournalDir, d.run.ID)
+	if err != nil {
+		return err
+	}
+	script := `mkdir -p "$1" && cat > "$1/corral-ca.pem" && { cat /etc/ssl/certs/ca-certificates.crt 2>/dev/null; cat "$1/corral-ca.pem"; } > "$1/corral-ca-bundle.pem"`
+	res, err := d.handle.Exec(d.ctx, sandbox.Command{Args: []string{"sh", "-c", script, "sh", paths.Files}, Stdin: bytes.NewReader(pem)})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return sandbox.Errorf(sandbox.Internal, "run.start", d.run.ID, "writing the gateway CA into the sandbox: exit %d", res.ExitCode)
+	}
+	if _, set := env["HTTPS_PROXY"]; !set {
+		env["HTTPS_PROXY"], env["https_proxy"] = u, u
+	}
+	bundle := paths.Files + "/corral-ca-bundle.pem"
+	for _, k := range []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "REQUESTS_CA_BUNDLE"} {
+		env[k] = bundle
+	}
+	env["NODE_EXTRA_CA_CERTS"] = paths.Files + "/corral-ca.pem"
+	return nil
 }

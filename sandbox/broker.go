@@ -23,6 +23,11 @@ type Broker struct {
 	// secret's name (ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN:
 	// ANTHROPIC_BASE_URL; OPENAI_API_KEY: OPENAI_BASE_URL).
 	BaseURLEnv string `json:"baseURLEnv,omitempty"`
+	// Intercept also lets the value reach its hosts over HTTPS through
+	// the gateway's forward proxy: the agent gets HTTPS_PROXY and the
+	// sandbox's gateway CA in its trust settings, for clients that cannot
+	// be given a base URL.
+	Intercept bool `json:"intercept,omitempty"`
 }
 
 // Broker header modes besides a plain header name.

@@ -166,7 +166,8 @@ type Secret struct {
 
 // Broker is a secret's broker section: {hosts: [api.anthropic.com],
 // header: x-api-key} (host: for one host; header bearer, basic or a header
-// name; baseURLEnv for the variable that points the agent at the gateway).
+// name; baseURLEnv for the variable that points the agent at the gateway;
+// intercept: true for HTTPS through the gateway's proxy and CA).
 type Broker struct {
 	Host       string   `yaml:"host"`
 	Hosts      []string `yaml:"hosts"`

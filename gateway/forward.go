@@ -111,9 +111,10 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 	secrets := def.Workspace.SecretsOrEmpty()
 	list := def.Policy.EgressList()
 	mitm := r.Method == http.MethodConnect && intercepts(secrets, host)
-	// Without an allow-list the proxy serves interception only; with one,
-	// what it lists.
-	if (len(list) == 0 && !mitm) || (len(list) > 0 && !sandbox.EgressAllows(list, host)) {
+	// With an allow-list, only what it lists; without one (a run that
+	// has the proxy for interception) anything, as the sandbox's own
+	// network would.
+	if len(list) > 0 && !sandbox.EgressAllows(list, host) {
 		rec.Refused = "not on the egress allow-list"
 		http.Error(cw, "corral gateway: "+host+" is not on the run's egress allow-list", http.StatusForbidden)
 		return

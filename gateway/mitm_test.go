@@ -16,7 +16,8 @@ import (
 // host the agent calls by its own URL (no base URL): curl goes through
 // the gateway's forward proxy, trusts the sandbox's gateway CA from
 // CURL_CA_BUNDLE, and the host, which accepts only the real key over
-// real TLS, answers; another HTTPS host is refused.
+// real TLS, answers; another host is tunnelled, not intercepted (here it
+// has nothing listening).
 func TestInterceptHTTPS(t *testing.T) {
 	key := canary()
 	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +47,7 @@ curl -sS -o /dev/null -w 'other=%{http_code}\n' https://127.0.0.2:1/ 2>&1 | tail
 		t.Fatalf("the intercepted call did not authenticate:\n%s", text)
 	}
 	if strings.Contains(text, "other=200") {
-		t.Errorf("a host no broker names went through:\n%s", text)
+		t.Errorf("a host nothing listens on answered:\n%s", text)
 	}
 	t.Logf("agent:\n%s", text)
 }

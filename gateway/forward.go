@@ -119,6 +119,13 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 		http.Error(cw, "corral gateway: "+host+" is not on the run's egress allow-list", http.StatusForbidden)
 		return
 	}
+	if len(list) == 0 && !mitm && hostLoopback(ctx, host) {
+		// The gateway runs on the host: without a list naming it, its
+		// loopback services are not the sandbox's to reach.
+		rec.Refused = "a loopback address of the gateway's host"
+		http.Error(cw, "corral gateway: "+host+" is on the gateway host's loopback", http.StatusForbidden)
+		return
+	}
 	if mitm {
 		g.intercept(cw, r, host, run, secrets, &rec)
 		return
@@ -235,4 +242,23 @@ func NoteEgress(note func(runID string, e event.Egress) bool) func(Record) {
 			note(r.RunID, r.EgressEvent())
 		}
 	}
+}
+
+// hostLoopback reports whether host (host:port) is, or resolves to, a
+// loopback or unspecified address; a name that does not resolve is not.
+func hostLoopback(ctx context.Context, host string) bool {
+	name, _, err := net.SplitHostPort(host)
+	if err != nil {
+		name = host
+	}
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, strings.Trim(name, "[]"))
+	if err != nil {
+		return false
+	}
+	for _, ip := range ips {
+		if ip.IP.IsLoopback() || ip.IP.IsUnspecified() {
+			return true
+		}
+	}
+	return false
 }

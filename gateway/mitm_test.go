@@ -16,8 +16,8 @@ import (
 // host the agent calls by its own URL (no base URL): curl goes through
 // the gateway's forward proxy, trusts the sandbox's gateway CA from
 // CURL_CA_BUNDLE, and the host, which accepts only the real key over
-// real TLS, answers; another host is tunnelled, not intercepted (here it
-// has nothing listening).
+// real TLS, answers; a CONNECT to another loopback address (the gateway
+// host's, which no list names) is refused.
 func TestInterceptHTTPS(t *testing.T) {
 	key := canary()
 	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -47,7 +47,15 @@ curl -sS -o /dev/null -w 'other=%{http_code}\n' https://127.0.0.2:1/ 2>&1 | tail
 		t.Fatalf("the intercepted call did not authenticate:\n%s", text)
 	}
 	if strings.Contains(text, "other=200") {
-		t.Errorf("a host nothing listens on answered:\n%s", text)
+		t.Errorf("a loopback host of the gateway went through:\n%s", text)
+	}
+	refused := false
+	for len(k.recs) > 0 {
+		r := <-k.recs
+		refused = refused || (r.Host == "127.0.0.2:1" && strings.Contains(r.Refused, "loopback"))
+	}
+	if !refused {
+		t.Error("the CONNECT to 127.0.0.2:1 was not refused as the gateway host's loopback")
 	}
 	t.Logf("agent:\n%s", text)
 }

@@ -46,7 +46,14 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 	fail := func(format string, args ...any) error {
 		return sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, format, args...)
 	}
-	p, err := f.provider(o.Logger, o.Progress)
+	var scrub []string // where brokered values live on the host
+	for name, s := range f.Workspace.Secrets {
+		if s.Broker != nil {
+			scrub = append(scrub, name, s.Env)
+		}
+	}
+	sort.Strings(scrub)
+	p, err := f.provider(o.Logger, o.Progress, scrub)
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +63,7 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 	}
 	w := f.Workspace
 	values := map[string]string{}
+	brokers := map[string]sandbox.Broker{}
 	names := make([]string, 0, len(w.Secrets))
 	for n := range w.Secrets {
 		names = append(names, n)
@@ -72,10 +80,23 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 			return nil, fail("%sworkspace.secrets.%s: environment variable %s is not set", where, name, s.Env)
 		}
 		values[name] = v
+		if b := s.Broker; b != nil {
+			hosts := b.Hosts
+			if b.Host != "" {
+				hosts = append([]string{b.Host}, hosts...)
+			}
+			brokers[name] = sandbox.Broker{Hosts: hosts, Header: b.Header, BaseURLEnv: b.BaseURLEnv, Intercept: b.Intercept}
+			if err := brokers[name].Validate(name); err != nil {
+				return nil, fail("%s%v", where, err)
+			}
+		}
 	}
 	secrets, err := sandbox.NewSecrets(values)
 	if err != nil {
 		return nil, err
+	}
+	if secrets, err = secrets.WithBrokers(brokers); err != nil {
+		return nil, fail("%v", err)
 	}
 	ws := &sandbox.Workspace{Scripts: w.Scripts, Instructions: w.Instructions, Secrets: secrets}
 	if s := w.Source; s != nil {
@@ -98,7 +119,8 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 		def.Policy = &sandbox.Policy{
 			Commands:  sandbox.CommandRules{Allow: pol.Commands.Allow, Ask: pol.Commands.Ask, Deny: pol.Commands.Deny},
 			FileWrite: sandbox.Decision(pol.FileWrite),
-			Network:   sandbox.Decision(pol.Network),
+			Network:   sandbox.Decision(pol.Network.Decision),
+			Egress:    pol.Network.Allow,
 			Default:   sandbox.Decision(pol.Default),
 		}
 	}
@@ -145,7 +167,7 @@ func (f *File) rel(p string) string {
 	return filepath.Join(filepath.Dir(f.path), p)
 }
 
-func (f *File) provider(log *slog.Logger, progress func(string)) (sandbox.Provider, error) {
+func (f *File) provider(log *slog.Logger, progress func(string), scrubEnv []string) (sandbox.Provider, error) {
 	name := f.Provider.Name
 	if name == "" {
 		name = DefaultProvider
@@ -161,7 +183,7 @@ func (f *File) provider(log *slog.Logger, progress func(string)) (sandbox.Provid
 			return nil, sandbox.Errorf(sandbox.InvalidArgument, "config", f.path, "provider.%s: %v", name, err)
 		}
 	}
-	return registry.Build(c, registry.BuildOptions{Logger: log, Rel: f.rel, Progress: progress})
+	return registry.Build(c, registry.BuildOptions{Logger: log, Rel: f.rel, Progress: progress, ScrubEnv: scrubEnv})
 }
 
 func timeOf(d Duration) time.Duration { return time.Duration(d) }

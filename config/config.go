@@ -32,6 +32,7 @@
 //	  secrets:
 //	    GITHUB_TOKEN: {env: GITHUB_TOKEN}
 //	    DOCS_TOKEN: {env: DOCS_TOKEN}
+//	    ANTHROPIC_API_KEY: {env: ANTHROPIC_API_KEY, broker: {hosts: [api.anthropic.com], header: x-api-key}}
 //	policy:
 //	  commands: {allow: [npm test], deny: ["rm -rf *"]}
 //	  network: allow
@@ -155,9 +156,24 @@ type Skill struct {
 	TokenSecret string `yaml:"tokenSecret"`
 }
 
-// Secret names the host environment variable holding a secret's value.
+// Secret names the host environment variable holding a secret's value,
+// and, when Broker is set, where the value may be used: a brokered secret
+// never enters the sandbox (see sandbox.Broker).
 type Secret struct {
-	Env string `yaml:"env"`
+	Env    string  `yaml:"env"`
+	Broker *Broker `yaml:"broker"`
+}
+
+// Broker is a secret's broker section: {hosts: [api.anthropic.com],
+// header: x-api-key} (host: for one host; header bearer, basic or a header
+// name; baseURLEnv for the variable that points the agent at the gateway;
+// intercept: true for HTTPS through the gateway's proxy and CA).
+type Broker struct {
+	Host       string   `yaml:"host"`
+	Hosts      []string `yaml:"hosts"`
+	Header     string   `yaml:"header"`
+	BaseURLEnv string   `yaml:"baseURLEnv"`
+	Intercept  bool     `yaml:"intercept"`
 }
 
 type secretAt struct {
@@ -172,9 +188,42 @@ type Policy struct {
 		Ask   []string `yaml:"ask"`
 		Deny  []string `yaml:"deny"`
 	} `yaml:"commands"`
-	FileWrite Decision `yaml:"fileWrite"`
-	Network   Decision `yaml:"network"`
-	Default   Decision `yaml:"default"`
+	FileWrite Decision    `yaml:"fileWrite"`
+	Network   NetworkRule `yaml:"network"`
+	Default   Decision    `yaml:"default"`
+}
+
+// NetworkRule is policy.network: a decision (allow, ask, deny) or an
+// egress allow-list {allow: [api.anthropic.com, "*.npmjs.org"]}.
+type NetworkRule struct {
+	Decision Decision
+	Allow    []string
+}
+
+// UnmarshalYAML reads either form.
+func (r *NetworkRule) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return r.Decision.UnmarshalYAML(n)
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: policy.network: want allow, ask, deny or {allow: [hosts]}", n.Line)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Value != "allow" {
+			return fmt.Errorf("line %d: policy.network: unknown key %q (want allow: [hosts])", k.Line, k.Value)
+		}
+	}
+	var v struct {
+		Allow []string `yaml:"allow"`
+	}
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	if len(v.Allow) == 0 {
+		return fmt.Errorf("line %d: policy.network.allow: name at least one host (or write network: deny)", n.Line)
+	}
+	r.Allow = v.Allow
+	return nil
 }
 
 // Lifecycle is the lifecycle section.

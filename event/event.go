@@ -72,7 +72,21 @@ const (
 	// total). It is not derived from the journal: a takeover's replay does
 	// not check it, and a driver that takes over does not repeat it.
 	SandboxProgress = "sandbox.progress"
+	// EgressAttempt is one connection the run's sandbox tried through the
+	// egress gateway's forward proxy under an allow-list, allowed or
+	// refused (value: Egress). Like SandboxProgress it is not derived
+	// from the journal: a replay does not check it.
+	EgressAttempt = "egress.attempt"
 )
+
+// Egress is the value of an egress.attempt event: metadata only.
+type Egress struct {
+	Method  string `json:"method"`
+	Host    string `json:"host"`
+	Allowed bool   `json:"allowed"`
+	Status  int    `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+}
 
 // ApprovalAnswer is the value of an approval.answered event.
 type ApprovalAnswer struct {

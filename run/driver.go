@@ -36,9 +36,10 @@ type driver struct {
 
 	mu        sync.Mutex
 	detaching bool
-	notify    chan struct{} // closed and replaced after every append
-	lastSeq   int64         // the log's last sequence number
-	err       error         // why driving stopped early, if it did
+	notify    chan struct{}     // closed and replaced after every append
+	egress    chan event.Egress // attempts the egress gateway reported (NoteEgress)
+	lastSeq   int64             // the log's last sequence number
+	err       error             // why driving stopped early, if it did
 
 	handle  sandbox.Handle
 	exited  <-chan struct{} // closed once the wrapper this driver started exited; nil for a takeover
@@ -54,10 +55,10 @@ func (r *Runner) newDriver(run store.Run, def *sandbox.Definition, h harness.Har
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &driver{
 		r: r, run: run, def: def, h: h, lease: lease, ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}),
+		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}), egress: make(chan event.Egress, 256),
 		tr: withPolicyNotice(run, h.Translator(harness.Run{RunID: run.ID, ThreadID: run.ThreadID})),
 	}
-	d.scrub = newScrubber(d.secrets())
+	d.scrub = newScrubber(d.scrubSecrets())
 	d.limit = r.opts.MaxEventBytes
 	return d
 }
@@ -183,12 +184,21 @@ func (d *driver) startAgent() error {
 		scripts, mcp = ws.Scripts, ws.MCPServers
 	}
 	mcp = append(slices.Clip(mcp), d.start.MCPServers...) // the run's own, validated at Start
+	// Brokered secrets reach the agent as placeholders only; the gateway
+	// swaps them for the values on the way out.
+	secrets, env, err := d.runSecrets(d.start.Env)
+	if err != nil {
+		return err
+	}
+	if env, err = d.egressEnv(env); err != nil {
+		return err
+	}
 	inv, err := d.h.Prepare(d.ctx, d.handle, harness.Request{
 		Run:    harness.Run{RunID: d.run.ID, ThreadID: d.run.ThreadID},
-		Prompt: d.start.Prompt, Args: d.start.Args, Env: d.start.Env,
+		Prompt: d.start.Prompt, Args: d.start.Args, Env: env,
 		Model: d.start.Model, Mode: d.start.Mode, Auth: d.start.Auth, Options: d.start.Options, Approvals: d.start.Approvals,
 		AnswerKey: answerKey(d.run),
-		Secrets:   d.secrets(), Policy: d.def.Policy, Scripts: scripts,
+		Secrets:   secrets, Policy: d.def.Policy, Scripts: scripts,
 		Session:    d.r.previousSession(d.ctx, d.run),
 		SkillRoots: ws.SkillRoots(), MCPServers: mcp,
 		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files, Journal: paths.Journal,
@@ -294,6 +304,16 @@ func (d *driver) follow() error {
 				}
 			}
 		case <-flushT.C:
+			if err := d.flush(d.ctx); err != nil {
+				return err
+			}
+		case e := <-d.egress:
+			if d.replaying() {
+				continue // a takeover still matching the log: the attempt is logged by the gateway only
+			}
+			if err := d.emitOne(event.CustomEvent(event.EgressAttempt, e)); err != nil {
+				return err
+			}
 			if err := d.flush(d.ctx); err != nil {
 				return err
 			}

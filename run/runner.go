@@ -114,6 +114,10 @@ type Options struct {
 	Blobs store.BlobStore
 	// Now returns the time. Default time.Now.
 	Now func() time.Time
+	// Broker is the egress gateway that brokered secrets need (see
+	// Broker); a definition with brokered secrets cannot start without
+	// one.
+	Broker Broker
 }
 
 // New returns a Runner over st, able to run the given definitions and
@@ -276,6 +280,12 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 			return store.Run{}, err
 		}
 		req.MCPServers = slices.Clone(req.MCPServers)
+	}
+	if len(def.Workspace.SecretsOrEmpty().Brokered()) > 0 && r.opts.Broker == nil {
+		return store.Run{}, errNoBroker(req.ID)
+	}
+	if err := r.checkEgress(def, req.ID); err != nil {
+		return store.Run{}, err
 	}
 	if req.Thread == "" {
 		req.Thread = NewID("thread")

@@ -219,8 +219,10 @@ func (e *divergence) Error() string {
 
 func (e *divergence) Unwrap() error { return errDiverged }
 
+// isProgress reports an event that is not from the journal (a
+// preparation step, an egress attempt): a replay skips it.
 func isProgress(e event.Event) bool {
-	return e.Type == event.Custom && e.Name == event.SandboxProgress
+	return e.Type == event.Custom && (e.Name == event.SandboxProgress || e.Name == event.EgressAttempt)
 }
 
 func isCapTruncation(e event.Event) bool {

@@ -133,6 +133,11 @@ func ValidateMCPServers(servers []MCPServer, secrets Secrets) error {
 				if _, err := ExpandSecretRefs(m[k], secrets); err != nil {
 					return fail("server %q: %s: %v", s.Name, k, err)
 				}
+				for _, ref := range secretRefRE.FindAllStringSubmatch(m[k], -1) {
+					if _, ok := secrets.Broker(ref[1]); ok {
+						return fail("server %q: %s: secret %q is brokered (it never enters the sandbox); an MCP server cannot use it", s.Name, k, ref[1])
+					}
+				}
 			}
 		}
 	}

@@ -39,6 +39,53 @@ type Policy struct {
 	FileWrite Decision     `json:"fileWrite,omitempty"`
 	Network   Decision     `json:"network,omitempty"`
 	Default   Decision     `json:"default,omitempty"`
+	// Egress, when set, is the egress allow-list (policy.network: {allow:
+	// [...]}): the sandbox's only way out is corral's egress gateway,
+	// which lets through CONNECT and plain HTTP to these hosts only
+	// ("host", "host:port" or "*.domain"). A provider that cannot enforce
+	// it refuses it (see EgressEnforcer).
+	Egress []string `json:"egress,omitempty"`
+}
+
+// EgressEnforcer is a provider that can put a sandbox on a network whose
+// only way out is the egress gateway (CreateOptions.Egress). Find it with
+// ProviderAs; a provider without it refuses an egress allow-list.
+type EgressEnforcer interface {
+	// EnforcesEgress reports whether the provider enforces
+	// CreateOptions.Egress.
+	EnforcesEgress() bool
+}
+
+// EgressList returns the policy's egress allow-list (nil for none).
+func (p *Policy) EgressList() []string {
+	if p == nil {
+		return nil
+	}
+	return p.Egress
+}
+
+// EgressAllows reports whether host (host[:port], lower case) matches an
+// allow-list entry: "host" (any port), "host:port", or "*.domain" (any
+// subdomain, any port).
+func EgressAllows(list []string, host string) bool {
+	name, port := host, ""
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+		name, port = host[:i], host[i+1:]
+	}
+	for _, e := range list {
+		e = strings.ToLower(e)
+		en, ep := e, ""
+		if i := strings.LastIndexByte(e, ':'); i >= 0 && !strings.HasSuffix(e, "]") {
+			en, ep = e[:i], e[i+1:]
+		}
+		if ep != "" && ep != port {
+			continue
+		}
+		if en == name || strings.HasPrefix(en, "*.") && strings.HasSuffix(name, en[1:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // CommandRules are the command patterns of a Policy.
@@ -57,6 +104,15 @@ func (p *Policy) Validate() error {
 		if !d.Valid() {
 			return Errorf(InvalidArgument, "policy", name, "decision %q is not allow, ask or deny", d)
 		}
+	}
+	for _, e := range p.Egress {
+		h := strings.TrimPrefix(strings.ToLower(e), "*.")
+		if _, _, err := SplitBrokerHost(h); err != nil || strings.HasPrefix(e, "http") || strings.Contains(h, "*") {
+			return Errorf(InvalidArgument, "policy", "network.allow", "%q: want host, host:port or *.domain", e)
+		}
+	}
+	if len(p.Egress) > 0 && p.Network == Deny {
+		return Errorf(InvalidArgument, "policy", "network", "an allow-list and deny contradict each other")
 	}
 	return nil
 }

@@ -68,6 +68,10 @@ type CreateOptions struct {
 	// Network is the network gate. Providers with
 	// Capabilities().NetworkPolicy enforce NetworkDeny; others ignore it.
 	Network NetworkMode
+	// Egress is the egress allow-list (Policy.Egress): a provider that is
+	// an EgressEnforcer puts the sandbox where its only way out is the
+	// egress gateway; the run's agent gets the gateway as its proxy.
+	Egress []string
 
 	// Labels are extra metadata attached to the sandbox where the backend
 	// supports labels (never secrets).

@@ -16,7 +16,8 @@ import (
 // Secrets prints, marshals and logs as its names only, so a stray %v or a
 // slog attribute cannot leak a value. The zero value is empty and usable.
 type Secrets struct {
-	m map[string]string
+	m       map[string]string
+	brokers map[string]Broker // brokered secrets: never in Env (see Broker)
 }
 
 // NewSecrets returns Secrets holding a copy of values (name → value). Names
@@ -52,10 +53,14 @@ func (s Secrets) Value(name string) (string, bool) {
 }
 
 // Env returns a copy of the secrets as environment variables, for a
-// provider's CreateOptions.Env or Handle.SetEnv.
+// provider's CreateOptions.Env or Handle.SetEnv. Brokered secrets are left
+// out: their values never enter a sandbox.
 func (s Secrets) Env() map[string]string {
 	out := make(map[string]string, len(s.m))
 	for k, v := range s.m {
+		if _, ok := s.brokers[k]; ok {
+			continue
+		}
 		out[k] = v
 	}
 	return out

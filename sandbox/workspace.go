@@ -125,6 +125,9 @@ func (w *Workspace) Validate() error {
 				if _, ok := w.Secrets.Value(s.TokenSecret); !ok {
 					return Errorf(InvalidArgument, "workspace", "source.tokenSecret", "unknown secret %q", s.TokenSecret)
 				}
+				if _, ok := w.Secrets.Broker(s.TokenSecret); ok {
+					return Errorf(InvalidArgument, "workspace", "source.tokenSecret", "secret %q is brokered; a clone token cannot be brokered yet (no git credential helper through the gateway)", s.TokenSecret)
+				}
 			}
 		}
 		if (s.Ref != "" || s.Depth != "" || s.TokenSecret != "" || s.CloneOn != "") && s.Git == "" {
@@ -167,6 +170,9 @@ func (w *Workspace) Validate() error {
 			if sk.TokenSecret != "" {
 				if _, ok := w.Secrets.Value(sk.TokenSecret); !ok {
 					return Errorf(InvalidArgument, "workspace", field+".tokenSecret", "unknown secret %q", sk.TokenSecret)
+				}
+				if _, ok := w.Secrets.Broker(sk.TokenSecret); ok {
+					return Errorf(InvalidArgument, "workspace", field+".tokenSecret", "secret %q is brokered; a clone token cannot be brokered yet", sk.TokenSecret)
 				}
 			}
 		default:

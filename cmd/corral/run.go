@@ -105,6 +105,7 @@ exits with the command's exit code.`,
 			defer st.Close()
 			def, _ := sf.definition()
 			req.Definition = def.ID
+			printBrokered(cmd.ErrOrStderr(), def, "served by this process on "+gatewayListen+" (no daemon): the run's model calls stop while no corral process serves it; corral attach serves it again")
 			rec, err := r.Start(ctx, req)
 			if err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/run"
@@ -27,7 +28,21 @@ func (f *stateFlags) openRunner(ctx context.Context, out io.Writer) (*run.Runner
 	if err != nil {
 		return nil, nil, err
 	}
+	// Brokered secrets need the egress gateway: without a daemon, this
+	// process serves it (on the fixed port, so a later attach serves it
+	// again).
+	var rp atomic.Pointer[run.Runner]
+	g, err := startGateway(ctx, st, defsOf(def), gatewayListen, out, &rp)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	var broker run.Broker
+	if g != nil {
+		broker = g
+	}
 	r, err := run.New(st, defsOf(def), allHarnesses(), run.Options{
+		Broker: broker,
 		Logger: logger(),
 		OnStep: func(_ string, ev bootstrap.StepEvent) {
 			if ev.Done {
@@ -41,6 +56,7 @@ func (f *stateFlags) openRunner(ctx context.Context, out io.Writer) (*run.Runner
 		st.Close()
 		return nil, nil, err
 	}
+	rp.Store(r)
 	return r, st, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 func newServeCmd() *cobra.Command {
 	var (
 		listen   string
+		gwListen string
 		storeURL string
 		configs  []string
 		tokens   []string
@@ -108,11 +110,24 @@ visit cannot use it.`,
 				return err
 			}
 			defer st.Close()
-			r, err := run.New(st, defs, allHarnesses(), run.Options{Logger: logger(), OnEnsure: metrics.ObserveEnsure, OnTakeOver: metrics.ObserveTakeOver,
-				Retention: store.Retention(retention)})
+			var rp atomic.Pointer[run.Runner]
+			g, err := startGateway(ctx, st, defs, gwListen, cmd.ErrOrStderr(), &rp)
 			if err != nil {
 				return err
 			}
+			var broker run.Broker
+			if g != nil {
+				broker = g
+				for _, d := range defs {
+					printBrokered(cmd.ErrOrStderr(), d, "served by this daemon on "+gwListen+" (and the docker0 bridge)")
+				}
+			}
+			r, err := run.New(st, defs, allHarnesses(), run.Options{Logger: logger(), OnEnsure: metrics.ObserveEnsure, OnTakeOver: metrics.ObserveTakeOver,
+				Retention: store.Retention(retention), Broker: broker})
+			if err != nil {
+				return err
+			}
+			rp.Store(r)
 			srv, err := server.New(server.Options{Runner: r, Definitions: ids, Harnesses: harnessNames(), Tokens: toks, NoAuth: noAuth,
 				AllowedHosts: hosts, AllowedOrigins: origins, Logger: logger(), ReapInterval: interval, ReapTTL: ttl, Metrics: metrics,
 				Forget: run.ForgetOptions{EventMaxAge: eventMaxAge, CheckpointKeep: ckKeep, CheckpointMaxAge: ckMaxAge}})
@@ -149,6 +164,7 @@ visit cannot use it.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7777", "address to listen on")
+	cmd.Flags().StringVar(&gwListen, "gateway-listen", gatewayListen, "the egress gateway's loopback address, for brokered secrets (its port is also served on the docker0 bridge)")
 	cmd.Flags().StringVar(&storeURL, "store", "", "state store: sqlite:PATH (default under "+displayStateDir()+") or postgres://…")
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a sandbox definition file (repeatable; default ./"+config.DefaultFile+" or the built-in local definition)")
 	cmd.Flags().StringArrayVar(&tokens, "token", nil, "an auth token and its tenant, `TOKEN=TENANT` (repeatable); also CORRAL_TOKENS=t1=a,t2=b")

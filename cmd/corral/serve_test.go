@@ -38,9 +38,16 @@ var servingLine = regexp.MustCompile(`^corral: serving on (http://\S+) `)
 // when the test ends.
 func serveCLI(t *testing.T, stateDir string, args ...string) *served {
 	t.Helper()
+	return serveCLIEnv(t, stateDir, nil, append([]string{"--config", localConfig(t)}, args...)...)
+}
+
+// serveCLIEnv is serveCLI with extra environment variables and no
+// definition of its own (args name the --config).
+func serveCLIEnv(t *testing.T, stateDir string, extra []string, args ...string) *served {
+	t.Helper()
 	s := &served{lines: make(chan string, 100), done: make(chan struct{})}
-	s.cmd = exec.Command(corralBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--config", localConfig(t), "--reap-interval", "1h"}, args...)...)
-	s.cmd.Env = cliEnv(stateDir)
+	s.cmd = exec.Command(corralBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--reap-interval", "1h"}, args...)...)
+	s.cmd.Env = cliEnv(stateDir, extra...)
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

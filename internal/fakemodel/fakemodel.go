@@ -77,6 +77,10 @@ type Script struct {
 	// turn calls one (title generation and similar side requests CLIs make
 	// with a smaller model). Default "OK".
 	SideText string
+	// APIKey, when set, is the key every request must carry (x-api-key,
+	// or Authorization: Bearer): any other is answered 401 in the API's
+	// error format, so a test proves its agent authenticated.
+	APIKey string
 }
 
 // Turn is one reply of the model: its parts come in the order Thinking,
@@ -145,6 +149,9 @@ type Request struct {
 	Handled bool
 	// Turn is the script turn answered (-1 for anything else).
 	Turn int
+	// Unauthorized is true for a request refused for its key (see
+	// Script.APIKey).
+	Unauthorized bool
 }
 
 // JSON decodes the request body into v.
@@ -242,6 +249,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, Handled: true, Turn: -1}
 	path := strings.TrimSuffix(r.URL.Path, "/")
+	if !s.authorized(r) {
+		rec.Handled, rec.Unauthorized = false, true
+		s.record(rec)
+		writeJSON(w, http.StatusUnauthorized, map[string]any{
+			"type":  "error",
+			"error": map[string]any{"type": "authentication_error", "message": "fakemodel: invalid x-api-key"},
+		})
+		return
+	}
 	switch {
 	case r.Method == http.MethodPost && path == "/v1/messages":
 		rec.Turn = s.anthropicMessages(w, r, body)
@@ -453,4 +469,27 @@ func badRequest(w http.ResponseWriter, err error) int {
 		"error": map[string]any{"type": "invalid_request_error", "message": fmt.Sprintf("fakemodel: %v", err)},
 	})
 	return -1
+}
+
+// authorized checks the request's key against Script.APIKey.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.script.APIKey == "" {
+		return true
+	}
+	if r.Header.Get("x-api-key") == s.script.APIKey {
+		return true
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && tok == s.script.APIKey
+}
+
+// Unauthorized counts the requests refused for a missing or wrong key.
+func (s *Server) Unauthorized() int {
+	n := 0
+	for _, r := range s.Requests() {
+		if r.Unauthorized {
+			n++
+		}
+	}
+	return n
 }

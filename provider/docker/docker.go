@@ -351,9 +351,16 @@ func (p *Provider) create(ctx context.Context, op, image string, opts sandbox.Cr
 	if nonRoot(user) {
 		cfg.User = "0:0"
 	}
-	if deny {
+	switch {
+	case deny:
 		hc.NetworkMode = "none"
-	} else {
+	case len(opts.Egress) > 0:
+		// The allow-list is the gateway's: the container's only way out.
+		if _, err := p.EgressGateway(ctx); err != nil {
+			return nil, err
+		}
+		hc.NetworkMode = container.NetworkMode(EgressNetwork)
+	default:
 		hc.ExtraHosts = p.opts.ExtraHosts
 		if len(p.opts.Ports) > 0 {
 			cfg.ExposedPorts = network.PortSet{}

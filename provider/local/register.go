@@ -26,7 +26,7 @@ type Section struct {
 
 // Provider builds the local provider the section describes.
 func (s *Section) Provider(o registry.BuildOptions) (sandbox.Provider, error) {
-	return New(Options{Dir: o.RelPath(s.Dir), BaseDir: o.RelPath(s.BaseDir), ScrubEnv: s.ScrubEnv, Logger: o.Logger})
+	return New(Options{Dir: o.RelPath(s.Dir), BaseDir: o.RelPath(s.BaseDir), ScrubEnv: append(append([]string(nil), s.ScrubEnv...), o.ScrubEnv...), Logger: o.Logger})
 }
 
 func init() {

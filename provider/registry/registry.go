@@ -72,6 +72,10 @@ type BuildOptions struct {
 	// Progress, when set, receives one line per step of slow preparation
 	// the provider does (an image pull, layer by layer).
 	Progress func(step string)
+	// ScrubEnv names host environment variables that hold brokered
+	// secrets (and the secrets' own names): a provider whose commands
+	// inherit the host's environment (local) leaves them out.
+	ScrubEnv []string
 }
 
 // RelPath applies o.Rel when set.

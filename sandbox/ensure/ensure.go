@@ -270,6 +270,7 @@ func (m *Manager) createOptions(def *sandbox.Definition, req Request, key string
 		ID:        key,
 		Env:       secrets.Env(),
 		Network:   def.Policy.NetworkMode(),
+		Egress:    def.Policy.EgressList(),
 		Labels:    labels,
 		SourceDir: sourceDir,
 	}

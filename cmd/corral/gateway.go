@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/gateway"
+	"github.com/d10ffeed/corral/provider/docker"
+	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+)
+
+// DefaultGatewayPort is the egress gateway's port. It is fixed so that a
+// run's sandbox, which holds the gateway's URL, reaches it again after the
+// process serving it restarts (the daemon, or corral attach).
+const DefaultGatewayPort = "7778"
+
+// gatewayListen is --gateway-listen's default: loopback, for the local
+// provider; CORRAL_GATEWAY_LISTEN overrides it (for corral run too).
+var gatewayListen = func() string {
+	if v := os.Getenv("CORRAL_GATEWAY_LISTEN"); v != "" {
+		return v
+	}
+	return "127.0.0.1:" + DefaultGatewayPort
+}()
+
+// startGateway serves the egress gateway for the definitions' brokered
+// secrets and egress allow-lists until ctx ends: on listen (loopback, for
+// local sandboxes), where the host has a docker0 bridge on its address
+// (for Docker sandboxes), and for Docker definitions with an allow-list
+// the forward proxy on the corral-egress network's address, same port. The key is kept in the state directory, so every corral
+// process of this user derives the same placeholders. It returns nil when
+// no definition has a brokered secret. A port another corral process
+// already serves is left to it.
+func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definition, listen string, out io.Writer, runner *atomic.Pointer[run.Runner]) (*gateway.Gateway, error) {
+	brokered, egress := false, map[string]string{}
+	for _, d := range defs {
+		brokered = brokered || len(d.Workspace.SecretsOrEmpty().Brokered()) > 0
+		var dp *docker.Provider
+		if len(d.Policy.EgressList()) > 0 && sandbox.ProviderAs(d.Provider, &dp) {
+			ip, err := dp.EgressGateway(ctx)
+			if err != nil {
+				return nil, err
+			}
+			egress["docker"] = ip
+		}
+	}
+	if !brokered && len(egress) == 0 {
+		return nil, nil
+	}
+	dir, err := stateDir()
+	if err != nil {
+		return nil, err
+	}
+	key, err := gateway.LoadOrCreateKey(filepath.Join(dir, "gateway.key"))
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]*sandbox.Definition{}
+	for _, d := range defs {
+		byID[d.ID] = d
+	}
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("--gateway-listen %q: %w", listen, err)
+	}
+	addrs := map[string]string{"local": listen}
+	if ip := dockerBridgeIP(); ip != "" {
+		addrs["docker"] = net.JoinHostPort(ip, port)
+	}
+	reach := map[string]string{}
+	for p, a := range addrs {
+		reach[p] = "http://" + a
+	}
+	egressReach := map[string]string{}
+	for p, ip := range egress {
+		egressReach[p] = net.JoinHostPort(ip, port)
+	}
+	// Egress attempts become events of the runs this process drives.
+	note := gateway.NoteEgress(func(id string, e event.Egress) bool {
+		if r := runner.Load(); r != nil {
+			return r.NoteEgress(id, e)
+		}
+		return false
+	})
+	g, err := gateway.New(gateway.Options{Key: key, Runs: st, Reach: reach, EgressReach: egressReach, Logger: logger(), OnRequest: note,
+		Definition: func(id string) (*sandbox.Definition, bool) { d, ok := byID[id]; return d, ok }})
+	if err != nil {
+		return nil, err
+	}
+	listeners := map[string]http.Handler{}
+	for _, a := range addrs {
+		listeners[a] = g
+	}
+	for _, a := range egressReach {
+		listeners[a] = g.Forward()
+	}
+	for a, h := range listeners {
+		ln, err := net.Listen("tcp", a)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			fmt.Fprintf(out, "corral: egress gateway: %s is served by another corral process\n", a)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("egress gateway: %w", err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		go func() {
+			<-ctx.Done()
+			_ = srv.Close()
+		}()
+	}
+	return g, nil
+}
+
+// dockerBridgeIP is the host's address on Docker's default bridge, which
+// containers on it reach the host at; "" without one.
+func dockerBridgeIP() string {
+	ifc, err := net.InterfaceByName("docker0")
+	if err != nil {
+		return ""
+	}
+	as, err := ifc.Addrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range as {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+// printBrokered says at a run's start which secrets are brokered, where
+// they may go, which hosts the sandbox may reach, and who serves the
+// gateway.
+func printBrokered(out io.Writer, def *sandbox.Definition, where string) {
+	b := run.BrokeredOf(def)
+	allow := def.Policy.EgressList()
+	if len(b.Names) == 0 && len(allow) == 0 {
+		return
+	}
+	if len(allow) > 0 {
+		fmt.Fprintf(out, "corral: egress allow-list: the sandbox may reach only %s (through the gateway)\n", strings.Join(allow, ", "))
+	}
+	for _, n := range b.Names {
+		fmt.Fprintf(out, "corral: secret %s is brokered: the sandbox holds a placeholder; the value goes only to %s\n", n, strings.Join(b.Hosts[n], ", "))
+	}
+	fmt.Fprintf(out, "corral: egress gateway: %s\n", where)
+}

@@ -80,7 +80,7 @@ func TestLimitFlagErrors(t *testing.T) {
 		{"tiny memory", []string{"exec", "--provider", "docker", "--image", "x", "--memory", "1m", "--", "true"}, "--memory: memory limit"},
 		{"bad cpus", []string{"exec", "--provider", "docker", "--image", "x", "--cpus", "-2", "--", "true"}, "--cpus: bad CPU limit"},
 		{"bad pids", []string{"exec", "--provider", "docker", "--image", "x", "--pids", "many", "--", "true"}, "--pids: bad process limit"},
-		{"local", []string{"exec", "--memory", "1g", "--", "true"}, `--memory: these flags are for the docker or sbx provider, not "local"`},
+		{"local", []string{"exec", "--memory", "1g", "--", "true"}, `--memory: these flags are for the docker or qemu or sbx provider, not "local"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code := corral(t, tt.args...)

@@ -472,6 +472,13 @@ func (r *Runner) previousSession(ctx context.Context, cur store.Run) string {
 // Driving reports whether this process drives the run now.
 func (r *Runner) Driving(runID string) bool { return r.driving(runID) != nil }
 
+// DrivingCount is how many runs this process drives now.
+func (r *Runner) DrivingCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.drivers)
+}
+
 // JournalDir is the journal directory inside sandboxes.
 func (r *Runner) JournalDir() string {
 	if r.opts.JournalDir == "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/d10ffeed/corral/api"
 	"github.com/d10ffeed/corral/config"
+	"github.com/d10ffeed/corral/internal/lean"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/server"
@@ -142,6 +143,12 @@ visit cannot use it.`,
 			go srv.Reap(ctx)
 			errc := make(chan error, 1)
 			go func() { errc <- hs.Serve(ln) }()
+			// Start-up is over: give back the code and data pages only the
+			// init functions needed, and again whenever the daemon has gone
+			// idle (no run driven here), so an idle daemon keeps about
+			// 13–16 MB resident instead of 25–31 (see internal/lean).
+			lean.Trim()
+			go trimWhenIdle(ctx, r)
 			fmt.Fprintf(cmd.ErrOrStderr(), "corral: serving on http://%s (definitions: %s)\n", ln.Addr(), strings.Join(ids, ", "))
 			if pageToken != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "corral: open the web page at http://%s/?token=%s (%s; corral run --server reads it from there)\n", ln.Addr(), pageToken, tokenNote)
@@ -214,4 +221,22 @@ func loadDefinitions(paths []string) ([]*sandbox.Definition, error) {
 		defs = append(defs, d)
 	}
 	return defs, nil
+}
+
+// trimWhenIdle trims the daemon's resident memory (lean.Trim) once a
+// minute while it drives no run. The next request faults back the pages
+// it needs from the page cache (about a millisecond of minor faults).
+func trimWhenIdle(ctx context.Context, r *run.Runner) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if r.DrivingCount() == 0 {
+				lean.Trim()
+			}
+		}
+	}
 }

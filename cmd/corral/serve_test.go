@@ -36,18 +36,25 @@ var servingLine = regexp.MustCompile(`^corral: serving on (http://\S+) `)
 // serveCLI starts `corral serve` on a free loopback port with the state
 // directory stateDir and waits for its "serving on" line; it is stopped
 // when the test ends.
-func serveCLI(t *testing.T, stateDir string, args ...string) *served {
+func serveCLI(t testing.TB, stateDir string, args ...string) *served {
 	t.Helper()
 	return serveCLIEnv(t, stateDir, nil, append([]string{"--config", localConfig(t)}, args...)...)
 }
 
 // serveCLIEnv is serveCLI with extra environment variables and no
 // definition of its own (args name the --config).
-func serveCLIEnv(t *testing.T, stateDir string, extra []string, args ...string) *served {
+func serveCLIEnv(t testing.TB, stateDir string, extra []string, args ...string) *served {
 	t.Helper()
-	s := &served{lines: make(chan string, 100), done: make(chan struct{})}
-	s.cmd = exec.Command(corralBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--reap-interval", "1h"}, args...)...)
-	s.cmd.Env = cliEnv(stateDir, extra...)
+	cmd := exec.Command(corralBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--reap-interval", "1h"}, args...)...)
+	cmd.Env = cliEnv(stateDir, extra...)
+	return startServed(t, cmd)
+}
+
+// startServed starts cmd, a daemon that prints corral's "serving on" line
+// on stderr, and waits for that line; it is stopped when the test ends.
+func startServed(t testing.TB, cmd *exec.Cmd) *served {
+	t.Helper()
+	s := &served{cmd: cmd, lines: make(chan string, 100), done: make(chan struct{})}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +116,7 @@ func (s *served) stderr() string {
 }
 
 // stop sends SIGTERM and waits (bounded) for the daemon to exit.
-func (s *served) stop(t *testing.T) {
+func (s *served) stop(t testing.TB) {
 	t.Helper()
 	select {
 	case <-s.done:
@@ -138,7 +145,7 @@ func cliEnv(stateDir string, extra ...string) []string {
 	return append(env, extra...)
 }
 
-func localConfig(t *testing.T) string {
+func localConfig(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "corral.yaml")

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package lean
+
+func trimExecutable() int64 { return 0 }

@@ -115,6 +115,10 @@ func (d *driver) body() error {
 	if err := d.flush(d.ctx); err != nil {
 		return err
 	}
+	// The opening events are not the agent's output: its first line is
+	// appended as soon as it is read (flushDue's leading edge counts from
+	// here), not a flush interval after RUN_STARTED.
+	d.lastFlush = time.Time{}
 	if d.start != nil {
 		if err := d.startAgent(); err != nil {
 			return d.fail(err, "start")

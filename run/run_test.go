@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -462,5 +463,51 @@ func TestMissingAgentCLI(t *testing.T) {
 	got, _, _ := e.st.GetRun(c, rec.ID)
 	if got.Status != store.RunFailed || !strings.Contains(got.Error, "not installed in the sandbox") || !strings.Contains(got.Error, "corral-no-such-agent-cli") {
 		t.Errorf("record %+v: want a failure naming the CLI and how to install it", got)
+	}
+}
+
+// TestFirstOutputIsAppendedAtOnce: the agent's first line reaches a
+// follower while the agent still runs, even when the flush interval is
+// far longer than the run (the opening events' append does not start the
+// interval). The agent waits for a file the test makes only after the
+// text arrived, so an append held back to the run's end would hang the
+// test until its guard.
+func TestFirstOutputIsAppendedAtOnce(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(t, run.Options{FlushInterval: time.Hour})
+	c := ctx(t)
+	gate := filepath.Join(t.TempDir(), "go")
+	rec, err := r.Start(c, run.StartRequest{Definition: "d", Thread: "t", Harness: command.Name,
+		Args: []string{"sh", "-c", `echo hi; while [ ! -e "$1" ]; do sleep 0.02; done; echo bye`, "agent", gate}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	err = r.Follow(c, rec.ID, 0, func(se store.Event) error {
+		ev, err := event.Unmarshal(se.Data)
+		if err != nil {
+			return err
+		}
+		if ev.Type != event.TextMessageContent {
+			return nil
+		}
+		texts = append(texts, strings.TrimSpace(ev.Delta))
+		if len(texts) == 1 {
+			got, _, err := e.st.GetRun(c, rec.ID)
+			if err != nil {
+				return err
+			}
+			if got.Status != store.RunRunning {
+				t.Errorf("the first text arrived with the run %s, want it while running", got.Status)
+			}
+			return os.WriteFile(gate, nil, 0o644)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(texts, ",") != "hi,bye" {
+		t.Errorf("texts = %q, want hi, bye", texts)
 	}
 }

@@ -185,6 +185,15 @@ func WriteFile(ctx context.Context, h sandbox.Handle, path string, data []byte, 
 	return nil
 }
 
+// Sessionless is implemented by harnesses whose agent keeps no session
+// between runs (a plain command). The runner then does not look up the
+// thread's previous session for Request.Session, which costs a store query
+// and a read of the previous run's events at every run start.
+type Sessionless interface {
+	// Sessionless marks the harness; it does nothing.
+	Sessionless()
+}
+
 // Moder is implemented by harnesses whose agent can run in a mode chosen
 // per run (Request.Mode).
 type Moder interface {

@@ -203,7 +203,7 @@ func (d *driver) startAgent() error {
 		Model: d.start.Model, Mode: d.start.Mode, Auth: d.start.Auth, Options: d.start.Options, Approvals: d.start.Approvals,
 		AnswerKey: answerKey(d.run),
 		Secrets:   secrets, Policy: d.def.Policy, Scripts: scripts,
-		Session:    d.r.previousSession(d.ctx, d.run),
+		Session:    d.previousSession(),
 		SkillRoots: ws.SkillRoots(), MCPServers: mcp,
 		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files, Journal: paths.Journal,
 	})

@@ -435,6 +435,15 @@ func (r *Runner) WaitStarted(ctx context.Context, runID string) error {
 	}
 }
 
+// previousSession is the session the agent of this run resumes: the
+// thread's previous one, unless the harness keeps none.
+func (d *driver) previousSession() string {
+	if _, ok := d.h.(harness.Sessionless); ok {
+		return ""
+	}
+	return d.r.previousSession(d.ctx, d.run)
+}
+
 // previousSession returns the agent session the thread's latest earlier run
 // with the same harness reported (a session.started event), or "".
 func (r *Runner) previousSession(ctx context.Context, cur store.Run) string {

@@ -24,6 +24,10 @@ var _ harness.Harness = Harness{}
 // Name returns "command".
 func (Harness) Name() string { return Name }
 
+// Sessionless marks a command as keeping no agent session between runs
+// (harness.Sessionless).
+func (Harness) Sessionless() {}
+
 // Prepare returns the command to run.
 func (Harness) Prepare(_ context.Context, _ sandbox.Handle, req harness.Request) (harness.Invocation, error) {
 	cmd := sandbox.Command{Args: req.Args, Env: req.Env}

@@ -39,10 +39,16 @@ type AgentTools interface {
 
 // withAgentTools adds the daemon's tools server to the run's MCP servers
 // and its token to the secrets the harness reads, when the runner has
-// tools, the sandbox can reach them and no server already has the name.
+// tools, the sandbox can reach them (its provider's, and no egress
+// allow-list) and no server already has the name.
 func (d *driver) withAgentTools(mcp []sandbox.MCPServer, secrets sandbox.Secrets) ([]sandbox.MCPServer, sandbox.Secrets) {
 	t := d.r.opts.Tools
 	if t == nil || slices.ContainsFunc(mcp, func(s sandbox.MCPServer) bool { return s.Name == AgentToolsServer }) {
+		return mcp, secrets
+	}
+	if len(d.def.Policy.EgressList()) > 0 {
+		// The sandbox reaches only its allow-list, through the gateway:
+		// not the daemon.
 		return mcp, secrets
 	}
 	if _, taken := secrets.Value(AgentToolsTokenSecret); taken {

@@ -66,7 +66,7 @@ func (t *AgentTools) Endpoint(provider string, rec store.Run) (string, bool) {
 	base, ok := t.reach[provider]
 	if !ok {
 		if _, said := t.said.LoadOrStore(provider, true); !said {
-			t.log.Info("server: the checkpoint tools are not given to agents in sandboxes of this provider: they cannot reach the daemon", "provider", provider)
+			t.log.Warn("server: the checkpoint tools are not given to agents in sandboxes of this provider: they cannot reach the daemon", "provider", provider)
 		}
 		return "", false
 	}

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"maps"
 	"slices"
 
@@ -75,4 +76,19 @@ func (d *driver) withToolsToken(m map[string]string) map[string]string {
 	}
 	m[AgentToolsTokenSecret] = d.r.opts.Tools.Token(d.run)
 	return m
+}
+
+// toolsTokenOf returns the tools token of the live run a capture happens
+// during, to redact: a harness may have put it into a workspace file (the
+// grok-build harness merges MCP servers into .grok/config.toml for the
+// run), which a checkpoint the agent saves would otherwise keep.
+func (r *Runner) toolsTokenOf(ctx context.Context, runID string) []string {
+	if r.opts.Tools == nil || runID == "" {
+		return nil
+	}
+	rec, ok, err := r.store.GetRun(ctx, runID)
+	if err != nil || !ok {
+		return nil
+	}
+	return []string{r.opts.Tools.Token(rec)}
 }

@@ -22,8 +22,9 @@ import (
 // projectedScript is an agent, scripted, that has been handed nothing but
 // what the runner projects: it reads the corral-tools entry of its MCP
 // configuration (the command harness writes it at $CORRAL_MCP_CONFIG),
-// takes its Authorization header from the variable the entry references, saves
-// a checkpoint, prints its token (the events must not show it), says it
+// takes its Authorization header from the variable the entry references,
+// writes it into a workspace file (as the grok-build harness's merged
+// config does), saves a checkpoint (which must not keep it), prints its token (the events must not show it), says it
 // is ready and waits for the test to let it end.
 const projectedScript = `set -e
 echo one > f.txt
@@ -33,6 +34,7 @@ url=$(printf '%s' "$cfg" | sed -n 's/.*"corral-tools":{.*"url":"\([^"]*\)".*/\1/
 var=$(printf '%s' "$cfg" | sed -n 's/.*"Authorization":"\${\([A-Z0-9_]*\)}".*/\1/p')
 auth=$(printenv "$var")
 call() { curl -sS -X POST -H 'Content-Type: application/json' -H "Authorization: $auth" --data "$1" "$url"; echo; }
+printf '%s' "$auth" > config-with-token.txt
 call '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"script","version":"1"}}}'
 call '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"save_checkpoint","arguments":{"label":"projected"}}}'
 echo "my token: $auth"

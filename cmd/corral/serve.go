@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -140,6 +142,9 @@ visit cannot use it.`,
 				}
 				var reach map[string]string
 				reach, toolsLn = agentToolsReach(ln.Addr(), cmd.ErrOrStderr())
+				for _, p := range slices.Sorted(maps.Keys(reach)) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "corral: agent tools: %s sandboxes reach their checkpoint tools at %s (a per-run token each)\n", p, reach[p])
+				}
 				if tools, err = server.NewAgentTools(key, reach, logger()); err != nil {
 					return err
 				}

@@ -211,14 +211,14 @@ func (r *Runner) NoteEgress(runID string, e event.Egress) bool {
 }
 
 // scrubSecrets are the values the run's events are scrubbed of: the
-// secrets, and the placeholders of the brokered ones (as NAME_PLACEHOLDER),
+// secrets, the run's tools token (AgentTools), and the placeholders of the brokered ones (as NAME_PLACEHOLDER),
 // which are worth the key to whoever reaches the gateway while the run
 // lives. The placeholders are a function of the run and the gateway key,
 // so a takeover with the same key scrubs alike.
 func (d *driver) scrubSecrets() sandbox.Secrets {
 	secrets := d.secrets()
 	names := secrets.Brokered()
-	if len(names) == 0 || d.r.opts.Broker == nil {
+	if (len(names) == 0 || d.r.opts.Broker == nil) && d.r.opts.Tools == nil {
 		return secrets
 	}
 	m := map[string]string{}
@@ -226,9 +226,11 @@ func (d *driver) scrubSecrets() sandbox.Secrets {
 		m[n], _ = secrets.Value(n)
 	}
 	for _, n := range names {
-		m[n+"_PLACEHOLDER"] = d.r.opts.Broker.Placeholder(d.run, n)
+		if d.r.opts.Broker != nil {
+			m[n+"_PLACEHOLDER"] = d.r.opts.Broker.Placeholder(d.run, n)
+		}
 	}
-	out, err := sandbox.NewSecrets(m)
+	out, err := sandbox.NewSecrets(d.withToolsToken(m))
 	if err != nil {
 		return secrets
 	}

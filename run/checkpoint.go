@@ -137,6 +137,7 @@ func (r *Runner) captureOnce(ctx context.Context, def *sandbox.Definition, h san
 			values = append(values, v)
 		}
 	}
+	values = append(values, r.toolsTokenOf(ctx, req.DuringRun)...)
 	blobs := r.blobs()
 	got, err := checkpoint.Capture(ctx, h.FS(), sandbox.WorkspaceRoot, checkpoint.CaptureOptions{
 		Rules: checkpointRules(def), Secrets: values}, blobs)

@@ -197,6 +197,7 @@ func (d *driver) startAgent() error {
 	if env, err = d.egressEnv(env); err != nil {
 		return err
 	}
+	mcp, secrets = d.withAgentTools(mcp, secrets)
 	inv, err := d.h.Prepare(d.ctx, d.handle, harness.Request{
 		Run:    harness.Run{RunID: d.run.ID, ThreadID: d.run.ThreadID},
 		Prompt: d.start.Prompt, Args: d.start.Args, Env: env,

@@ -118,6 +118,10 @@ type Options struct {
 	// Broker); a definition with brokered secrets cannot start without
 	// one.
 	Broker Broker
+	// Tools, when set, are the daemon's tools for each run's own agent
+	// (the checkpoint tools): the runner adds them to the agent's MCP
+	// servers as AgentToolsServer, with the run's token.
+	Tools AgentTools
 }
 
 // New returns a Runner over st, able to run the given definitions and

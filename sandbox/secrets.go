@@ -96,3 +96,14 @@ func (s Secrets) MarshalJSON() ([]byte, error) {
 
 // LogValue makes slog print the names only.
 func (s Secrets) LogValue() slog.Value { return slog.AnyValue(s.Names()) }
+
+// With returns a copy of s that also holds name = value (a secret the
+// runner adds for one run); s is unchanged. Brokers are kept.
+func (s Secrets) With(name, value string) Secrets {
+	m := make(map[string]string, len(s.m)+1)
+	for k, v := range s.m {
+		m[k] = v
+	}
+	m[name] = value
+	return Secrets{m: m, brokers: s.brokers}
+}

@@ -184,6 +184,10 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 			if !ok {
 				tok = r.URL.Query().Get("access_token")
 			}
+			if isRunToken(tok) {
+				s.refuseRunToken(w, "a run token is good only for its own run's tools (POST /v1/runs/{its run}/mcp), not for "+r.Method+" "+r.URL.Path)
+				return
+			}
 			tenant, known := s.tenantFor(tok)
 			if !known {
 				s.metrics.refused.WithLabelValues("token").Inc()

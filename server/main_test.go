@@ -38,7 +38,8 @@ type env struct {
 	Runner  *run.Runner
 	Server  *server.Server
 	HTTP    *httptest.Server
-	BaseDir string // the local provider's sandboxes
+	BaseDir string             // the local provider's sandboxes
+	Tools   *server.AgentTools // with envOptions.ToolsKey
 }
 
 // envOptions tune newEnv; every field has a default.
@@ -56,6 +57,9 @@ type envOptions struct {
 	Workspace *sandbox.Workspace
 	// Decorate, when set, wraps every sandbox handle (sandbox.GuardOptions).
 	Decorate func(sandbox.Handle) sandbox.Handle
+	// ToolsKey, when set, gives runs the agents' tools (server.AgentTools
+	// with this key, reached at the daemon's loopback URL).
+	ToolsKey []byte
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -88,11 +92,20 @@ func newEnv(t *testing.T, o envOptions) *env {
 	for _, h := range o.Extra {
 		hs, names = append(hs, h), append(names, h.Name())
 	}
+	ts := httptest.NewUnstartedServer(nil)
+	var tools *server.AgentTools
+	if o.ToolsKey != nil {
+		tools, err = server.NewAgentTools(o.ToolsKey, map[string]string{"local": "http://" + ts.Listener.Addr().String()}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.RunOpts.Tools = tools
+	}
 	r, err := run.New(st, defs, hs, o.RunOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Runner: r, Definitions: o.Defs, Harnesses: names,
+	srv, err := server.New(server.Options{Runner: r, Definitions: o.Defs, Harnesses: names, Tools: tools,
 		Tokens: o.Tokens, NoAuth: len(o.Tokens) == 0, AllowedHosts: o.Hosts, AllowedOrigins: o.Origins, MaxBody: o.MaxBody})
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +114,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.Wrap != nil {
 		h = o.Wrap(h)
 	}
-	ts := httptest.NewServer(h)
-	e := &env{t: t, URL: ts.URL, Store: st, Runner: r, Server: srv, HTTP: ts, BaseDir: base}
+	ts.Config.Handler = h
+	ts.Start()
+	e := &env{t: t, URL: ts.URL, Store: st, Runner: r, Server: srv, HTTP: ts, BaseDir: base, Tools: tools}
 	// Cleanups run last-in first-out: the HTTP server stops (streams cut),
 	// then runs still going are cancelled and waited for, then the runner
 	// closes; the store (registered above) closes after all of that.

@@ -45,7 +45,7 @@ func NewMetrics() *Metrics {
 		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_reaper_runs_total", Help: "Runs the reaper looked at, by outcome."}, []string{"outcome"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "corral_requests_refused_total", Help: "Requests refused before any route, by reason (host, origin, content-type, token)."}, []string{"reason"}),
+			Name: "corral_requests_refused_total", Help: "Requests refused before any route, by reason (host, origin, content-type, token, run-token: a run's tools token used where it does not open)."}, []string{"reason"}),
 		forgotten: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_retention_runs_total", Help: "Ended runs the retention pass handled, by result (forgotten: the retention mode applied; pruned: events past the max age deleted; failed)."}, []string{"result"}),
 		ckPruned: prometheus.NewCounter(prometheus.CounterOpts{

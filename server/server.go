@@ -68,6 +68,10 @@ type Options struct {
 	// Metrics, when set, is the registry metrics go to (a fresh one
 	// otherwise).
 	Metrics *Metrics
+	// Tools, when set, checks runs' tools tokens (give the same value to
+	// run.Options.Tools, which hands them to the agents): POST
+	// /v1/runs/{id}/mcp then also takes the run's own token.
+	Tools *AgentTools
 }
 
 // Server is the daemon's HTTP side.
@@ -150,7 +154,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/threads/{thread}/checkpoints", s.auth(s.saveCheckpoint))
 	s.mux.HandleFunc("POST /v1/threads/{thread}/fork", s.auth(s.forkThread))
 	s.mux.HandleFunc("POST /v1/threads/{thread}/restore", s.auth(s.restoreCheckpoint))
-	s.mux.HandleFunc("POST /v1/runs/{id}/mcp", s.auth(s.toolsMCP))
+	s.mux.HandleFunc("POST /v1/runs/{id}/mcp", s.authTools(s.toolsMCP))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.listSandboxes))
 	s.mux.HandleFunc("DELETE /v1/sandboxes/{key}", s.auth(s.deleteSandbox))
 }

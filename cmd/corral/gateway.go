@@ -60,11 +60,7 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 	if !brokered && len(egress) == 0 {
 		return nil, nil
 	}
-	dir, err := stateDir()
-	if err != nil {
-		return nil, err
-	}
-	key, err := gateway.LoadOrCreateKey(filepath.Join(dir, "gateway.key"))
+	key, err := daemonKey()
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +120,17 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 		}()
 	}
 	return g, nil
+}
+
+// daemonKey is the key kept in the state directory (gateway.key) under
+// which the gateway derives placeholders and the daemon its runs' tools
+// tokens (each under its own HMAC label). Replicas share the file.
+func daemonKey() ([]byte, error) {
+	dir, err := stateDir()
+	if err != nil {
+		return nil, err
+	}
+	return gateway.LoadOrCreateKey(filepath.Join(dir, "gateway.key"))
 }
 
 // dockerBridgeIP is the host's address on Docker's default bridge, which

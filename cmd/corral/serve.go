@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -25,16 +27,17 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var (
-		listen   string
-		gwListen string
-		storeURL string
-		configs  []string
-		tokens   []string
-		interval time.Duration
-		ttl      time.Duration
-		noAuth   bool
-		hosts    []string
-		origins  []string
+		listen     string
+		gwListen   string
+		storeURL   string
+		configs    []string
+		tokens     []string
+		interval   time.Duration
+		ttl        time.Duration
+		noAuth     bool
+		agentTools bool
+		hosts      []string
+		origins    []string
 
 		retention   string
 		eventMaxAge time.Duration
@@ -123,21 +126,48 @@ visit cannot use it.`,
 					printBrokered(cmd.ErrOrStderr(), d, "served by this daemon on "+gwListen+" (and the docker0 bridge)")
 				}
 			}
-			r, err := run.New(st, defs, allHarnesses(), run.Options{Logger: logger(), OnEnsure: metrics.ObserveEnsure, OnTakeOver: metrics.ObserveTakeOver,
-				Retention: store.Retention(retention), Broker: broker})
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
+			// The agents' checkpoint tools: a per-run token under the
+			// state directory's key, the daemon's address as sandboxes
+			// reach it.
+			var tools *server.AgentTools
+			var toolsLn net.Listener
+			if agentTools {
+				key, err := daemonKey()
+				if err != nil {
+					return err
+				}
+				var reach map[string]string
+				reach, toolsLn = agentToolsReach(ln.Addr(), cmd.ErrOrStderr())
+				for _, p := range slices.Sorted(maps.Keys(reach)) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "corral: agent tools: %s sandboxes reach their checkpoint tools at %s (a per-run token each)\n", p, reach[p])
+				}
+				if tools, err = server.NewAgentTools(key, reach, logger()); err != nil {
+					return err
+				}
+			}
+			ropts := run.Options{Logger: logger(), OnEnsure: metrics.ObserveEnsure, OnTakeOver: metrics.ObserveTakeOver,
+				Retention: store.Retention(retention), Broker: broker}
+			if tools != nil {
+				ropts.Tools = tools
+			}
+			r, err := run.New(st, defs, allHarnesses(), ropts)
 			if err != nil {
 				return err
 			}
 			rp.Store(r)
 			srv, err := server.New(server.Options{Runner: r, Definitions: ids, Harnesses: harnessNames(), Tokens: toks, NoAuth: noAuth,
 				AllowedHosts: hosts, AllowedOrigins: origins, Logger: logger(), ReapInterval: interval, ReapTTL: ttl, Metrics: metrics,
-				Forget: run.ForgetOptions{EventMaxAge: eventMaxAge, CheckpointKeep: ckKeep, CheckpointMaxAge: ckMaxAge}})
+				Forget: run.ForgetOptions{EventMaxAge: eventMaxAge, CheckpointKeep: ckKeep, CheckpointMaxAge: ckMaxAge}, Tools: tools})
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return err
+			if toolsLn != nil {
+				serveUntil(ctx, toolsLn, srv.ToolsHandler())
 			}
 			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 			go srv.Reap(ctx)
@@ -182,6 +212,7 @@ visit cannot use it.`,
 	cmd.Flags().DurationVar(&ttl, "ttl", 30*time.Minute, "cancel runs nobody watched for this long (negative: never)")
 	cmd.Flags().StringVar(&retention, "retention", "all", "what the store keeps of ended runs: all, sandbox (no prompt, no event text) or none (nothing); a definition may ask for less")
 	cmd.Flags().DurationVar(&eventMaxAge, "event-max-age", 0, "delete the events of runs that ended longer ago than this (0: keep them)")
+	cmd.Flags().BoolVar(&agentTools, "agent-tools", true, "give each run's agent the checkpoint tools (an MCP server named "+run.AgentToolsServer+" with a token good only for its own run's tools while it lives); --agent-tools=false turns them off")
 	checkpointRetentionFlags(cmd, &ckKeep, &ckMaxAge)
 	return cmd
 }

@@ -320,7 +320,7 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 			return harness.Invocation{}, sandbox.Errorf(sandbox.FailedPrecondition, op, req.RunID, "the workspace's MCP servers need a run directory (their configuration file lives there)")
 		}
 		se := harness.NewSecretEnv(req.Secrets)
-		ws, err := mcpServers(req.MCPServers, se)
+		ws, err := harness.MCPConfig(req.MCPServers, se)
 		if err != nil {
 			return harness.Invocation{}, err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"path"
 	"strconv"
-	"strings"
 
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/sandbox"
@@ -38,68 +37,6 @@ func checkMCPServers(req harness.Request) error {
 		}
 	}
 	return nil
-}
-
-// mcpServers turns the workspace's servers into Claude Code's mcpServers
-// entries. A header, environment, url, command or argument value that
-// names a secret, or holds "${" at all, moves into an environment variable
-// of se and the entry references it as ${NAME}: secret values stay out of
-// the file and argv, and other values reach the server literally, not
-// expanded by the CLI. Call checkMCPServers first.
-func mcpServers(servers []sandbox.MCPServer, se *harness.SecretEnv) (map[string]any, error) {
-	val := func(v string) (string, error) {
-		if !strings.Contains(v, "${") {
-			return v, nil
-		}
-		name, err := se.Var(v)
-		if err != nil {
-			return "", err
-		}
-		return "${" + name + "}", nil
-	}
-	vals := func(m map[string]string) (map[string]string, error) {
-		out := make(map[string]string, len(m))
-		for _, k := range sandbox.SortedKeys(m) {
-			v, err := val(m[k])
-			if err != nil {
-				return nil, err
-			}
-			out[k] = v
-		}
-		return out, nil
-	}
-	out := make(map[string]any, len(servers))
-	for _, s := range servers {
-		switch t := s.Transport(); t {
-		case sandbox.MCPStdio:
-			cmd, err := val(s.Command)
-			if err != nil {
-				return nil, err
-			}
-			args := make([]string, len(s.Args))
-			for i, a := range s.Args {
-				if args[i], err = val(a); err != nil {
-					return nil, err
-				}
-			}
-			env, err := vals(s.Env)
-			if err != nil {
-				return nil, err
-			}
-			out[s.Name] = map[string]any{"type": t, "command": cmd, "args": args, "env": env}
-		default: // http, sse
-			url, err := val(s.URL)
-			if err != nil {
-				return nil, err
-			}
-			headers, err := vals(s.Headers)
-			if err != nil {
-				return nil, err
-			}
-			out[s.Name] = map[string]any{"type": t, "url": url, "headers": headers}
-		}
-	}
-	return out, nil
 }
 
 // projectSkills links the workspace's skills into a plugin directory in

@@ -4,7 +4,10 @@ package command
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"path"
 	"unicode/utf8"
 
 	"github.com/d10ffeed/corral/event"
@@ -28,19 +31,64 @@ func (Harness) Name() string { return Name }
 // (harness.Sessionless).
 func (Harness) Sessionless() {}
 
-// Prepare returns the command to run.
-func (Harness) Prepare(_ context.Context, _ sandbox.Handle, req harness.Request) (harness.Invocation, error) {
-	cmd := sandbox.Command{Args: req.Args, Env: req.Env}
+// MCPConfigEnv names the variable that holds the path of the run's MCP
+// configuration file, when the run has MCP servers: RunDir/mcp.json (mode
+// 600), {"mcpServers": …} in Claude Code's shape (harness.MCPConfig). A
+// value that names a secret is a ${NAME} reference to another variable of
+// the program's environment; the file holds no secret value.
+const MCPConfigEnv = "CORRAL_MCP_CONFIG"
+
+// Prepare returns the command to run, after writing the run's MCP servers
+// into the file MCPConfigEnv names.
+func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Request) (harness.Invocation, error) {
+	env, err := projectMCP(ctx, h, req)
+	if err != nil {
+		return harness.Invocation{}, err
+	}
+	cmd := sandbox.Command{Args: req.Args, Env: env}
 	if len(req.Args) == 0 {
 		if req.Prompt == "" {
 			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, "harness.command", req.RunID, "nothing to run: give a command")
 		}
-		cmd = sandbox.Command{Shell: req.Prompt, Env: req.Env}
+		cmd = sandbox.Command{Shell: req.Prompt, Env: env}
 	}
 	if err := cmd.Validate(); err != nil {
 		return harness.Invocation{}, err
 	}
 	return harness.Invocation{Command: cmd}, nil
+}
+
+// projectMCP writes the run's MCP servers for the program and returns its
+// environment: the request's, with MCPConfigEnv and the secret-bearing
+// values the file references. Without servers (or a run directory) it is
+// the request's environment unchanged.
+func projectMCP(ctx context.Context, h sandbox.Handle, req harness.Request) (map[string]string, error) {
+	if len(req.MCPServers) == 0 || req.RunDir == "" {
+		return req.Env, nil
+	}
+	if err := sandbox.ValidateMCPServers(req.MCPServers, req.Secrets); err != nil {
+		return nil, err
+	}
+	se := harness.NewSecretEnv(req.Secrets)
+	servers, err := harness.MCPConfig(req.MCPServers, se)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(map[string]any{"mcpServers": servers})
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.Internal, "harness.command", req.RunID, err)
+	}
+	file := path.Join(req.RunDir, "mcp.json")
+	if err := harness.WriteFile(ctx, h, file, data, "600"); err != nil {
+		return nil, sandbox.Wrap(sandbox.Internal, "harness.command", file, err)
+	}
+	env := maps.Clone(req.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, se.Env)
+	env[MCPConfigEnv] = file
+	return env, nil
 }
 
 // Translator returns the line-per-text translator. It takes long lines in

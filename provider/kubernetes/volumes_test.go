@@ -185,6 +185,10 @@ func TestWorkspacePVC(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	list, err := p.List(ctx, map[string]string{kubernetes.LabelSandboxID: h.ID()})
+	if err != nil || len(list) != 1 || list[0].State != "Stopped" || list[0].Key != key {
+		t.Errorf("List of a sandbox whose pod is gone: %+v, %v (want one, Stopped)", list, err)
+	}
 	if _, err := p.Create(ctx, sandbox.CreateOptions{ID: key}); sandbox.CodeOf(err) != sandbox.AlreadyExists {
 		t.Fatalf("Create of a sandbox whose pod is gone but claim is not: %v, want AlreadyExists", err)
 	}

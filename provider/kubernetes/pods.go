@@ -215,6 +215,9 @@ func (p *Provider) waitRunning(ctx context.Context, op, name string) (*corev1.Po
 			return nil, p.apiError(op, name, err)
 		}
 		last = pod
+		if why, failed := initFailed(pod); failed {
+			return nil, sandbox.Errorf(sandbox.FailedPrecondition, op, name, "the pod cannot start: %s", why)
+		}
 		if gone, why := podGone(pod); gone {
 			return nil, sandbox.Errorf(sandbox.NotFound, op, name, "the pod %s", why)
 		}
@@ -268,15 +271,34 @@ func podGone(pod *corev1.Pod) (bool, string) {
 // that cannot be had, a container that cannot be made.
 func cannotStart(pod *corev1.Pod) (string, bool) {
 	for _, cs := range pod.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil {
-			switch w.Reason {
-			case "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
-				"CreateContainerConfigError", "CreateContainerError", "RunContainerError":
-				return w.Reason + ": " + w.Message, true
-			}
+		if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
+			return w.Reason + ": " + w.Message, true
 		}
 		if t := cs.State.Terminated; t != nil {
 			return fmt.Sprintf("the container exited (%d %s): %s", t.ExitCode, t.Reason, t.Message), true
+		}
+	}
+	return "", false
+}
+
+// stuckReasons are the waiting reasons of a container that will not start
+// without a change: an image that cannot be had, a container that cannot
+// be made.
+var stuckReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true,
+	"InvalidImageName": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true}
+
+// initFailed names an init container (the network-deny one) that failed
+// or cannot start, on a Pod that is not being deleted.
+func initFailed(pod *corev1.Pod) (string, bool) {
+	if pod.DeletionTimestamp != nil {
+		return "", false
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf("init container %s exited (%d %s): %s", cs.Name, t.ExitCode, t.Reason, t.Message), true
+		}
+		if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
+			return "init container " + cs.Name + ": " + w.Reason + ": " + w.Message, true
 		}
 	}
 	return "", false

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/kubernetes"
 	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
 	"github.com/d10ffeed/corral/sandbox"
@@ -82,26 +84,60 @@ func hostServer(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// reach is the shell text that fetches the host server through the Pod's
-// default gateway (the node's end of the bridge) and prints what came.
-func reach(gw string, port int) string {
-	return fmt.Sprintf("wget -q -T 3 -O - http://%s:%d/ 2>&1; echo \" exit=$?\"", gw, port)
+// reach is the shell text that fetches the host server at addr:port and
+// prints what came (busybox nc: the static busybox's wget crashes).
+func reach(addr string, port int) string {
+	return fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 %s %d 2>&1; echo " exit=$?"`, addr, port)
 }
 
-// TestNetworkDeny: an allowed sandbox reaches a server on the node; a
-// denied one (Pods and Sandbox mode) does not, has no route, cannot
-// bring its interface back up, and still runs commands and serves a port
-// through port-forward. Its NetworkPolicy selects it and goes with it.
+// nodeAddress gives the node an address on the pod network, on its bridge,
+// and returns it. The test cluster's bridge CNI gives the bridge none and
+// Pods no gateway, and the host's FORWARD policy (Docker's DROP) stops
+// traffic between Pods, so without it a Pod reaches nothing off itself
+// and "an allowed sandbox reaches a server" could not be shown. h is an
+// allowed sandbox (its route names the pod subnet). The address goes when
+// the test ends.
+func nodeAddress(t *testing.T, ctx context.Context, h sandbox.Handle) string {
+	t.Helper()
+	route := strings.TrimSpace(string(sh(t, ctx, h, "ip route | awk '/dev eth0/ && !/^default/ {print $1; exit}'").Stdout))
+	_, subnet, err := net.ParseCIDR(route)
+	if err != nil || subnet.IP.To4() == nil {
+		t.Fatalf("the allowed sandbox's pod route %q: %v", route, err)
+	}
+	ip := subnet.IP.To4()
+	node := net.IPv4(ip[0], ip[1], ip[2], ip[3]+1) // the subnet's gateway address, which host-local never hands out
+	ones, _ := subnet.Mask.Size()
+	cidr := fmt.Sprintf("%s/%d", node, ones)
+	br, err := net.InterfaceByName(k8stest.PodBridge)
+	if err != nil {
+		testutil.Unavailable(t, "kubernetes: no pod bridge "+k8stest.PodBridge+" on this host (the node is elsewhere): "+err.Error())
+	}
+	addrs, _ := br.Addrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(node) {
+			return node.String()
+		}
+	}
+	if out, err := exec.CommandContext(ctx, "ip", "addr", "add", cidr, "dev", k8stest.PodBridge).CombinedOutput(); err != nil {
+		testutil.Unavailable(t, fmt.Sprintf("kubernetes: cannot give the node %s on %s (needs root): %v %s", cidr, k8stest.PodBridge, err, out))
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", cidr, "dev", k8stest.PodBridge).Run() })
+	return node.String()
+}
+
+// TestNetworkDeny: an allowed sandbox reaches a server on the node's
+// address; a denied one (Pods and Sandbox mode) does not, has no route,
+// cannot bring its interface back up, and still runs commands and serves a
+// port through port-forward. Its NetworkPolicy selects it and goes with
+// it. (The test cluster's bridge CNI does not enforce NetworkPolicies:
+// what cuts the denied sandbox off here is the init container.)
 func TestNetworkDeny(t *testing.T) {
 	port := hostServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	p := newProvider(t, kubernetes.Options{})
 	allow := create(t, p, sandbox.CreateOptions{})
-	gw := strings.TrimSpace(string(sh(t, ctx, allow, "ip route | awk '/^default/ {print $3}'").Stdout))
-	if net.ParseIP(gw) == nil {
-		t.Fatalf("the allowed sandbox has no default gateway: %q", gw)
-	}
+	gw := nodeAddress(t, ctx, allow)
 	if out := string(sh(t, ctx, allow, reach(gw, port)).Stdout); !strings.Contains(out, "reached exit=0") {
 		t.Fatalf("the allowed sandbox does not reach the node's server at %s:%d: %q", gw, port, out)
 	}
@@ -115,7 +151,14 @@ func checkDenied(t *testing.T, ctx context.Context, p *kubernetes.Provider, gw s
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = h.Destroy(context.Background()) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = h.Destroy(ctx)
+	})
+	if pod := livePod(t, ctx, p, h); len(pod.Spec.InitContainers) != 1 {
+		t.Errorf("the denied pod's init containers: %v", pod.Spec.InitContainers)
+	}
 	if out := string(sh(t, ctx, h, reach(gw, port)).Stdout); strings.Contains(out, "reached") || strings.Contains(out, "exit=0") {
 		t.Errorf("the denied sandbox reached the node's server: %q", out)
 	}
@@ -164,7 +207,7 @@ func getEventually(ctx context.Context, url string) (string, error) {
 	c := http.Client{Timeout: 3 * time.Second}
 	deadline := time.Now().Add(15 * time.Second)
 	var last error
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && ctx.Err() == nil {
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 		resp, err := c.Do(req)
 		if err == nil {
@@ -177,6 +220,9 @@ func getEventually(ctx context.Context, url string) (string, error) {
 		}
 		last = err
 		time.Sleep(200 * time.Millisecond)
+	}
+	if last == nil {
+		last = ctx.Err()
 	}
 	return "", last
 }

@@ -2,6 +2,7 @@ package kubernetes_test
 
 import (
 	"context"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -71,14 +72,14 @@ func TestPortsService(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// From inside another sandbox the Pod's address on the port answers
-	// (the Service's endpoint); the host reaches the cluster IP only
-	// where kube-proxy runs.
-	other := create(t, p, sandbox.CreateOptions{})
-	if out := string(sh(t, ctx, other, "wget -q -T 3 -O - http://"+pod.Status.PodIP+":8080/index.html").Stdout); out != "served\n" {
-		t.Errorf("the endpoint %s:8080 from another pod: %q", pod.Status.PodIP, out)
+	// The Service's endpoint (the Pod's address, reached from the node
+	// once it has an address on the pod bridge) serves; the host reaches
+	// the cluster IP only where kube-proxy runs.
+	nodeAddress(t, ctx, h)
+	if body, err := getEventually(ctx, "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/index.html"); err != nil || body != "served\n" {
+		t.Errorf("the endpoint %s:8080 from the node: %q, %v", pod.Status.PodIP, body, err)
 	}
-	c, cancelGet := context.WithTimeout(ctx, 5*time.Second)
+	c, cancelGet := context.WithTimeout(ctx, 3*time.Second)
 	if body, err := getEventually(c, ep.URL+"/index.html"); err == nil {
 		t.Logf("the host reaches the cluster IP %s: %q", ep.URL, body)
 	} else {
@@ -163,7 +164,11 @@ func TestWorkspacePVC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Destroy(context.Background(), key) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = p.Destroy(ctx, key)
+	})
 	if err := h.FS().WriteFile(ctx, "kept.txt", []byte("kept")); err != nil {
 		t.Fatal(err)
 	}

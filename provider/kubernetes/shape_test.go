@@ -47,11 +47,17 @@ func sh(t *testing.T, ctx context.Context, h sandbox.Handle, script string) *san
 }
 
 // TestShapeReachesLivePod: a toleration, an image pull secret and an
-// annotation given as options are on the running Pod.
+// annotation given as options are on the running Pod, in Pods mode and
+// (through corral's SandboxTemplate) in Sandbox mode.
 func TestShapeReachesLivePod(t *testing.T) {
 	tol := corev1.Toleration{Key: "corral.dev/test-taint", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
-	p := newProvider(t, kubernetes.Options{Tolerations: []corev1.Toleration{tol},
-		ImagePullSecrets: []string{"corral-test-pull"}, Annotations: map[string]string{"corral-test/run": runID}})
+	opts := kubernetes.Options{Tolerations: []corev1.Toleration{tol},
+		ImagePullSecrets: []string{"corral-test-pull"}, Annotations: map[string]string{"corral-test/run": runID}}
+	t.Run("pods", func(t *testing.T) { checkShape(t, newProvider(t, opts), tol) })
+	t.Run("sandbox", func(t *testing.T) { checkShape(t, sandboxModeProvider(t, opts), tol) })
+}
+
+func checkShape(t *testing.T, p *kubernetes.Provider, tol corev1.Toleration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pod := livePod(t, ctx, p, create(t, p, sandbox.CreateOptions{}))

@@ -147,22 +147,32 @@ func (c *coreClient) crDelete(ctx context.Context, group, ns, resource, name str
 // templates remembers the SandboxTemplate (and warm pool) the provider
 // made sure of.
 type templates struct {
-	mu   sync.Mutex
-	name string
+	mu    sync.Mutex
+	names map[bool]string // by network denied
 }
 
-// templateName is the name of corral's SandboxTemplate for the pod shape:
-// Options.Template when set, else "corral-" and a digest of the shape, so
-// providers (and daemons) with the same options share it.
-func (p *Provider) templateName() (string, asPodTemplate, error) {
+// templateName is the name of corral's SandboxTemplate for the pod shape
+// (with the network denied or not): Options.Template when set, else
+// "corral-" and a digest of the shape (labels, annotations and pod spec),
+// so providers (and daemons) with the same options share it.
+func (p *Provider) templateName(deny bool) (string, asPodTemplate, error) {
 	var pt asPodTemplate
 	lbl, err := p.userLabels(nil)
 	if err != nil {
 		return "", pt, err
 	}
+	if deny {
+		lbl[LabelNetwork] = string(sandbox.NetworkDeny)
+	}
 	pt.Metadata.Labels = lbl
-	pt.Spec = p.sandboxPodSpec()
+	if len(p.opts.Annotations) > 0 {
+		pt.Metadata.Annotations = p.annotations(nil)
+	}
+	pt.Spec = p.sandboxPodSpec(deny)
 	if p.opts.Template != "" {
+		if deny && p.opts.DenyEnforcement.byInit() {
+			return "", pt, fmt.Errorf("Options.Template %s: corral cannot add the network-deny init container to a SandboxTemplate it did not make (use DenyEnforcement networkpolicy, or corral's own template)", p.opts.Template)
+		}
 		return p.opts.Template, pt, nil
 	}
 	b, err := json.Marshal(pt)
@@ -174,18 +184,19 @@ func (p *Provider) templateName() (string, asPodTemplate, error) {
 }
 
 // ensureTemplate makes corral's SandboxTemplate (and its warm pool when
-// Options.WarmPool asks for one) unless they exist, once per provider.
-func (p *Provider) ensureTemplate(ctx context.Context, op string) (string, error) {
+// Options.WarmPool asks for one; never for the denied-network template)
+// unless they exist, once per provider.
+func (p *Provider) ensureTemplate(ctx context.Context, op string, deny bool) (string, error) {
 	p.tmpl.mu.Lock()
 	defer p.tmpl.mu.Unlock()
-	if p.tmpl.name != "" {
-		return p.tmpl.name, nil
+	if n := p.tmpl.names[deny]; n != "" {
+		return n, nil
 	}
-	name, pt, err := p.templateName()
+	name, pt, err := p.templateName(deny)
 	if err != nil {
 		return "", sandbox.Errorf(sandbox.InvalidArgument, op, "", "%v", err)
 	}
-	meta := metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: map[string]string{LabelManaged: "true"}}
+	meta := metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: map[string]string{LabelManaged: "true"}, Annotations: p.annotations(nil)}
 	if p.opts.Template == "" {
 		t := asTemplate{APIVersion: asExtGroup + "/" + asVersion, Kind: "SandboxTemplate", Metadata: meta}
 		t.Spec.PodTemplate = pt
@@ -193,14 +204,17 @@ func (p *Provider) ensureTemplate(ctx context.Context, op string) (string, error
 			return "", p.asError(op, name, err)
 		}
 	}
-	if p.opts.WarmPool > 0 {
+	if p.opts.WarmPool > 0 && !deny {
 		w := asWarmPool{APIVersion: asExtGroup + "/" + asVersion, Kind: "SandboxWarmPool", Metadata: meta}
 		w.Spec.Replicas, w.Spec.TemplateRef.Name = p.opts.WarmPool, name
 		if err := p.core.crCreate(ctx, asExtGroup, p.ns, "sandboxwarmpools", w); err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", p.asError(op, name, err)
 		}
 	}
-	p.tmpl.name = name
+	if p.tmpl.names == nil {
+		p.tmpl.names = map[bool]string{}
+	}
+	p.tmpl.names[deny] = name
 	return name, nil
 }
 
@@ -217,19 +231,14 @@ func (p *Provider) asError(op, id string, err error) error {
 
 // createClaim is Create in Sandbox mode.
 func (p *Provider) createClaim(ctx context.Context, op, name string, opts sandbox.CreateOptions) (*handle, func(), error) {
-	lbl, err := p.userLabels(opts.Labels)
+	lbl, ann, err := p.sandboxMeta(name, opts)
 	if err != nil {
 		return nil, nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.ID, "%v", err)
 	}
-	tmpl, err := p.ensureTemplate(ctx, op)
+	deny := opts.Network == sandbox.NetworkDeny
+	tmpl, err := p.ensureTemplate(ctx, op, deny)
 	if err != nil {
 		return nil, nil, err
-	}
-	lbl[LabelSandboxID] = name
-	ann := map[string]string{AnnotationCreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
-	if opts.ID != "" {
-		lbl[LabelKeyHash] = keyHash(opts.ID)
-		ann[AnnotationKey] = opts.ID
 	}
 	c := asClaim{APIVersion: asExtGroup + "/" + asVersion, Kind: "SandboxClaim",
 		Metadata: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: lbl, Annotations: ann}}
@@ -246,15 +255,43 @@ func (p *Provider) createClaim(ctx context.Context, op, name string, opts sandbo
 	undo := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if err := p.removeClaim(rctx, op, name, pod); err != nil {
+		err := p.removeClaim(rctx, op, name, pod)
+		if err == nil {
+			err = p.removeExtras(rctx, op, name)
+		}
+		if err != nil {
 			p.log.Warn("kubernetes: removing a half-created claim failed", "claim", name, "err", err)
 		}
 	}
-	if pod, err = p.waitClaim(ctx, op, name); err != nil {
+	if pod, err = p.waitClaim(ctx, op, name); err == nil {
+		err = p.adoptPod(ctx, op, name, pod, deny)
+	}
+	if err != nil {
 		undo()
 		return nil, nil, err
 	}
 	return p.newHandle(name, pod), undo, nil
+}
+
+// adoptPod labels the Pod serving a claim with the sandbox id (a warm
+// pod does not have it), so that a Service or NetworkPolicy of the
+// sandbox selects it, and makes the deny policy of a denied sandbox.
+func (p *Provider) adoptPod(ctx context.Context, op, id, pod string, deny bool) error {
+	lbl := map[string]string{LabelSandboxID: id}
+	if deny {
+		lbl[LabelNetwork] = string(sandbox.NetworkDeny)
+	}
+	if err := p.core.patchPodLabels(ctx, p.ns, pod, lbl); err != nil {
+		return p.apiError(op, id, err)
+	}
+	if !deny {
+		return nil
+	}
+	pd, err := p.core.getPod(ctx, p.ns, pod)
+	if err != nil {
+		return p.apiError(op, id, err)
+	}
+	return p.ensureDenyPolicy(ctx, op, id, pd)
 }
 
 // claimPod finds the Pod serving a claim: its Sandbox (named after the
@@ -410,6 +447,9 @@ func (p *Provider) resumeClaim(ctx context.Context, op, id string) (sandbox.Hand
 			return nil, err
 		}
 	}
+	if err := p.adoptPod(ctx, op, name, pod, c.Metadata.Labels[LabelNetwork] == string(sandbox.NetworkDeny)); err != nil {
+		return nil, err
+	}
 	return p.newHandle(name, pod), nil
 }
 
@@ -426,7 +466,10 @@ func (p *Provider) destroyClaim(ctx context.Context, op, id string) error {
 	if pod != "" {
 		p.stopForwards(pod)
 	}
-	return p.removeClaim(ctx, op, c.Metadata.Name, pod)
+	if err := p.removeClaim(ctx, op, c.Metadata.Name, pod); err != nil {
+		return err
+	}
+	return p.removeExtras(ctx, op, c.Metadata.Name)
 }
 
 // removeClaim deletes a claim in the foreground (its Sandbox and Pod go

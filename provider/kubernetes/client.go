@@ -2,14 +2,18 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
+	"path"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 )
 
@@ -85,4 +89,86 @@ func (c *coreClient) getNamespace(ctx context.Context, name string) error {
 // execURL is the address of the exec subresource of a Pod's container.
 func (c *coreClient) execURL(ns, pod string, opts *corev1.PodExecOptions) *url.URL {
 	return c.rc.Post().Namespace(ns).Resource("pods").Name(pod).SubResource("exec").VersionedParams(opts, c.param).URL()
+}
+
+// The other objects corral makes for a sandbox: Services and
+// PersistentVolumeClaims (core/v1, typed) and NetworkPolicies
+// (networking.k8s.io/v1, as JSON through the same client).
+
+func (c *coreClient) createService(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
+	out := &corev1.Service{}
+	err := c.rc.Post().Namespace(svc.Namespace).Resource("services").Body(svc).Do(ctx).Into(out)
+	return out, err
+}
+
+func (c *coreClient) getService(ctx context.Context, ns, name string) (*corev1.Service, error) {
+	out := &corev1.Service{}
+	err := c.rc.Get().Namespace(ns).Resource("services").Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+func (c *coreClient) listServices(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.ServiceList, error) {
+	out := &corev1.ServiceList{}
+	err := c.rc.Get().Namespace(ns).Resource("services").VersionedParams(&opts, c.param).Do(ctx).Into(out)
+	return out, err
+}
+
+func (c *coreClient) createPVC(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	out := &corev1.PersistentVolumeClaim{}
+	err := c.rc.Post().Namespace(pvc.Namespace).Resource("persistentvolumeclaims").Body(pvc).Do(ctx).Into(out)
+	return out, err
+}
+
+func (c *coreClient) getPVC(ctx context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	out := &corev1.PersistentVolumeClaim{}
+	err := c.rc.Get().Namespace(ns).Resource("persistentvolumeclaims").Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+func (c *coreClient) listPVCs(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error) {
+	out := &corev1.PersistentVolumeClaimList{}
+	err := c.rc.Get().Namespace(ns).Resource("persistentvolumeclaims").VersionedParams(&opts, c.param).Do(ctx).Into(out)
+	return out, err
+}
+
+// deleteNamed deletes one core/v1 object of a resource at once.
+func (c *coreClient) deleteNamed(ctx context.Context, ns, resource, name string) error {
+	var zero int64
+	opts := metav1.DeleteOptions{GracePeriodSeconds: &zero}
+	return c.rc.Delete().Namespace(ns).Resource(resource).Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// patchPodLabels merges labels into a Pod's.
+func (c *coreClient) patchPodLabels(ctx context.Context, ns, name string, lbl map[string]string) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": lbl}})
+	if err != nil {
+		return err
+	}
+	return c.rc.Patch(types.MergePatchType).Namespace(ns).Resource("pods").Name(name).Body(body).Do(ctx).Error()
+}
+
+// npPath is the address of the NetworkPolicies of a namespace.
+func npPath(ns string, name ...string) string {
+	return path.Join(append([]string{"/apis/networking.k8s.io/v1/namespaces", ns, "networkpolicies"}, name...)...)
+}
+
+func (c *coreClient) createNetworkPolicy(ctx context.Context, np *networkingv1.NetworkPolicy) error {
+	body, err := json.Marshal(np)
+	if err != nil {
+		return err
+	}
+	return c.rc.Post().AbsPath(npPath(np.Namespace)).SetHeader("Content-Type", "application/json").Body(body).Do(ctx).Error()
+}
+
+func (c *coreClient) getNetworkPolicy(ctx context.Context, ns, name string) (*networkingv1.NetworkPolicy, error) {
+	raw, err := c.rc.Get().AbsPath(npPath(ns, name)).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &networkingv1.NetworkPolicy{}
+	return out, json.Unmarshal(raw, out)
+}
+
+func (c *coreClient) deleteNetworkPolicies(ctx context.Context, ns, selector string) error {
+	return c.rc.Delete().AbsPath(npPath(ns)).Param("labelSelector", selector).Do(ctx).Error()
 }

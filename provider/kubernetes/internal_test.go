@@ -156,7 +156,7 @@ func TestModeOptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, _, err := p.templateName()
+		n, _, err := p.templateName(false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,8 +74,36 @@ type Options struct {
 	ServiceAccount string
 	// NodeSelector constrains the nodes a sandbox may run on.
 	NodeSelector map[string]string
+	// Tolerations let sandbox Pods run on tainted nodes.
+	Tolerations []corev1.Toleration
+	// ImagePullSecrets are names of existing Secrets in Namespace that
+	// hold registry credentials for Image (corral never makes them).
+	ImagePullSecrets []string
 	// Labels are added to every Pod (never secrets).
 	Labels map[string]string
+	// Annotations are added to every object corral creates (Pods,
+	// SandboxClaims and SandboxTemplates, PersistentVolumeClaims,
+	// Services, NetworkPolicies); never secrets. The corral.dev/ prefix is
+	// corral's own.
+	Annotations map[string]string
+	// Workspace is the volume at Workdir: WorkspaceEmptyDir (default; the
+	// files go with the Pod) or WorkspacePVC, a PersistentVolumeClaim per
+	// sandbox that outlives its Pod (Pods mode only; see workspace.go).
+	Workspace Workspace
+	// StorageClass is the workspace claim's storage class. Default: the
+	// cluster's default class.
+	StorageClass string
+	// WorkspaceSize is the workspace claim's requested size. Default
+	// DefaultWorkspaceSize.
+	WorkspaceSize string
+	// Ports is how ConnectPort reaches a sandbox's port: PortsForward
+	// (default), through the API server's port-forward, or PortsService,
+	// a ClusterIP Service per port (see ports.go).
+	Ports PortsMode
+	// DenyEnforcement is how a sandbox created with sandbox.NetworkDeny
+	// is cut off: DenyBoth (default), DenyInit or DenyNetworkPolicy (see
+	// network.go).
+	DenyEnforcement DenyEnforcement
 	// Mode is how sandboxes are made: ModePods (default), a Pod each, or
 	// ModeSandbox, a SandboxClaim each through agent-sandbox (see
 	// agentsandbox.go).
@@ -164,6 +192,9 @@ func New(opts Options) (*Provider, error) {
 		opts.KillGrace = 2 * time.Second
 	}
 	res, err := resources(opts)
+	if err == nil {
+		err = checkShape(&opts)
+	}
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, op, "", "%v", err)
 	}
@@ -180,14 +211,28 @@ func New(opts Options) (*Provider, error) {
 		return nil, sandbox.Wrap(sandbox.InvalidArgument, op, opts.Kubeconfig, err)
 	}
 	return &Provider{opts: opts, cfg: cfg, core: core, ns: ns, resources: res, log: log,
-		caps: capabilities()}, nil
+		caps: capabilitiesOf(opts)}, nil
 }
 
-// capabilities is what Pod sandboxes can do on any cluster.
-// KillableProcesses and OwnProcessTable are what sandboxtest measured on
-// the real test cluster (a Pod has its own PID namespace).
+// capabilitiesOf is what the sandboxes of these options can do:
+// capabilities, plus DurableFilesystem with a PersistentVolumeClaim
+// workspace and NetworkPolicy when a deny is enforced by the init
+// container (a NetworkPolicy alone depends on the cluster's network
+// plugin, so it is not claimed).
+func capabilitiesOf(opts Options) sandbox.Capabilities {
+	c := capabilities()
+	c.DurableFilesystem = opts.Workspace == WorkspacePVC
+	c.NetworkPolicy = opts.DenyEnforcement.byInit()
+	return c
+}
+
+// capabilities is what Pod sandboxes can do on any cluster with the
+// default options (an emptyDir workspace, a deny enforced by the init
+// container). KillableProcesses and OwnProcessTable are what sandboxtest
+// measured on the real test cluster (a Pod has its own PID namespace).
 func capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
+		NetworkPolicy:       true,
 		FS:                  true,
 		Exec:                true,
 		Env:                 true,

@@ -21,7 +21,8 @@ type Sandbox struct {
 	// Image is the container's image.
 	Image string `json:"image"`
 	// State is the Pod's phase ("Running", "Pending", ...), "Terminating"
-	// while it is deleted.
+	// while it is deleted, "Stopped" for a sandbox whose Pod is gone but
+	// whose workspace claim is not (Options.Workspace pvc).
 	State string `json:"state"`
 	// Node is the node it runs on.
 	Node string `json:"node,omitempty"`
@@ -59,7 +60,34 @@ func (p *Provider) List(ctx context.Context, match map[string]string) ([]Sandbox
 		}
 		out = append(out, s)
 	}
+	if p.opts.Workspace == WorkspacePVC {
+		more, err := p.listStopped(ctx, labels.SelectorFromSet(set).String(), out)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
+	}
 	slices.SortFunc(out, func(a, b Sandbox) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return out, nil
+}
+
+// listStopped lists, with a pvc workspace, the sandboxes whose Pod is gone
+// but whose workspace claim is not (State "Stopped": Resume makes a new
+// Pod, Destroy and Prune delete the claim).
+func (p *Provider) listStopped(ctx context.Context, sel string, running []Sandbox) ([]Sandbox, error) {
+	list, err := p.core.listPVCs(ctx, p.ns, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, p.apiError("kubernetes.list", p.ns, err)
+	}
+	var out []Sandbox
+	for _, c := range list.Items {
+		id := c.Labels[LabelSandboxID]
+		if id == "" || slices.ContainsFunc(running, func(s Sandbox) bool { return s.ID == id }) {
+			continue
+		}
+		out = append(out, Sandbox{ID: id, Key: c.Annotations[AnnotationKey], Image: p.opts.Image, State: "Stopped",
+			CreatedAt: c.CreationTimestamp.Time, Labels: c.Labels})
+	}
 	return out, nil
 }
 

@@ -36,10 +36,6 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 			return nil, err
 		}
 	}
-	if opts.Network == sandbox.NetworkDeny {
-		return nil, &sandbox.UnsupportedCapabilityError{Provider: Name, Capability: "networkPolicy",
-			Hint: "the kubernetes provider does not enforce a network gate yet (a NetworkPolicy needs a network plugin that enforces it)"}
-	}
 	name := newName()
 	if opts.ID != "" {
 		name = podName(opts.ID)
@@ -71,20 +67,44 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 // createPod is Create in Pods mode: the Pod, waited for until it runs.
 // undo deletes it.
 func (p *Provider) createPod(ctx context.Context, op, name string, opts sandbox.CreateOptions) (*handle, func(), error) {
-	pod, err := p.podSpec(name, opts)
+	lbl, ann, err := p.sandboxMeta(name, opts)
 	if err != nil {
 		return nil, nil, sandbox.Errorf(sandbox.InvalidArgument, op, opts.ID, "%v", err)
 	}
+	if p.opts.Workspace == WorkspacePVC {
+		if err := p.createWorkspace(ctx, op, name, lbl, ann); err != nil {
+			return nil, nil, err
+		}
+	}
+	extras := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := p.removeExtras(rctx, op, name); err != nil {
+			p.log.Warn("kubernetes: removing a half-created sandbox's objects failed", "id", name, "err", err)
+		}
+	}
 	sandbox.ReportProgress(ctx, sandbox.ProgressStep{Phase: "pod", Subject: p.ns + "/" + name, Status: "creating"})
-	created, err := p.core.createPod(ctx, pod)
+	created, err := p.core.createPod(ctx, p.newPod(name, lbl, ann))
 	if err != nil {
+		if p.opts.Workspace == WorkspacePVC {
+			extras()
+		}
 		if apierrors.IsAlreadyExists(err) {
 			return nil, nil, &sandbox.Error{Code: sandbox.AlreadyExists, Op: op, ID: opts.ID,
 				Msg: fmt.Sprintf("a pod named %s/%s exists already", p.ns, name), Err: err}
 		}
 		return nil, nil, p.apiError(op, name, err)
 	}
-	undo := func() { p.deleteQuietly(ctx, name, created.UID) }
+	undo := func() {
+		p.deleteQuietly(ctx, name, created.UID)
+		extras()
+	}
+	if denied(created) {
+		if err := p.ensureDenyPolicy(ctx, op, name, created); err != nil {
+			undo()
+			return nil, nil, err
+		}
+	}
 	if _, err := p.waitRunning(ctx, op, name); err != nil {
 		undo()
 		return nil, nil, err
@@ -92,19 +112,32 @@ func (p *Provider) createPod(ctx context.Context, op, name string, opts sandbox.
 	return p.newHandle(name, name), undo, nil
 }
 
-// podSpec builds the sandbox's Pod.
-func (p *Provider) podSpec(name string, opts sandbox.CreateOptions) (*corev1.Pod, error) {
-	lbl, err := p.userLabels(opts.Labels)
-	if err != nil {
-		return nil, err
+// sandboxMeta returns the labels and annotations of a new sandbox's
+// objects.
+func (p *Provider) sandboxMeta(name string, opts sandbox.CreateOptions) (lbl, ann map[string]string, err error) {
+	if lbl, err = p.userLabels(opts.Labels); err != nil {
+		return nil, nil, err
 	}
 	lbl[LabelSandboxID] = name
-	ann := map[string]string{AnnotationCreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	if opts.Network == sandbox.NetworkDeny {
+		lbl[LabelNetwork] = string(sandbox.NetworkDeny)
+	}
+	own := map[string]string{AnnotationCreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
 	if opts.ID != "" {
 		lbl[LabelKeyHash] = keyHash(opts.ID)
-		ann[AnnotationKey] = opts.ID
+		own[AnnotationKey] = opts.ID
 	}
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: lbl, Annotations: ann}, Spec: p.sandboxPodSpec()}, nil
+	return lbl, p.annotations(own), nil
+}
+
+// newPod builds a sandbox's Pod (Pods mode).
+func (p *Provider) newPod(name string, lbl, ann map[string]string) *corev1.Pod {
+	spec := p.sandboxPodSpec(lbl[LabelNetwork] == string(sandbox.NetworkDeny))
+	if p.opts.Workspace == WorkspacePVC {
+		spec.Volumes[0].VolumeSource = corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: workspaceClaimName(name)}}
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.ns, Labels: lbl, Annotations: ann}, Spec: spec}
 }
 
 // userLabels merges Options.Labels and extra (which wins), checks them,
@@ -133,8 +166,9 @@ func (p *Provider) userLabels(extra map[string]string) (map[string]string, error
 }
 
 // sandboxPodSpec is the shape of every sandbox's Pod (Pods mode) and of
-// corral's SandboxTemplate (Sandbox mode).
-func (p *Provider) sandboxPodSpec() corev1.PodSpec {
+// corral's SandboxTemplates (Sandbox mode), with its network denied or
+// not.
+func (p *Provider) sandboxPodSpec(deny bool) corev1.PodSpec {
 	no := false
 	var zero int64
 	spec := corev1.PodSpec{
@@ -160,6 +194,7 @@ func (p *Provider) sandboxPodSpec() corev1.PodSpec {
 		rc := p.opts.RuntimeClassName
 		spec.RuntimeClassName = &rc
 	}
+	p.shapePod(&spec, deny)
 	return spec
 }
 
@@ -180,6 +215,9 @@ func (p *Provider) waitRunning(ctx context.Context, op, name string) (*corev1.Po
 			return nil, p.apiError(op, name, err)
 		}
 		last = pod
+		if why, failed := initFailed(pod); failed {
+			return nil, sandbox.Errorf(sandbox.FailedPrecondition, op, name, "the pod cannot start: %s", why)
+		}
 		if gone, why := podGone(pod); gone {
 			return nil, sandbox.Errorf(sandbox.NotFound, op, name, "the pod %s", why)
 		}
@@ -233,15 +271,34 @@ func podGone(pod *corev1.Pod) (bool, string) {
 // that cannot be had, a container that cannot be made.
 func cannotStart(pod *corev1.Pod) (string, bool) {
 	for _, cs := range pod.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil {
-			switch w.Reason {
-			case "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
-				"CreateContainerConfigError", "CreateContainerError", "RunContainerError":
-				return w.Reason + ": " + w.Message, true
-			}
+		if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
+			return w.Reason + ": " + w.Message, true
 		}
 		if t := cs.State.Terminated; t != nil {
 			return fmt.Sprintf("the container exited (%d %s): %s", t.ExitCode, t.Reason, t.Message), true
+		}
+	}
+	return "", false
+}
+
+// stuckReasons are the waiting reasons of a container that will not start
+// without a change: an image that cannot be had, a container that cannot
+// be made.
+var stuckReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true,
+	"InvalidImageName": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true}
+
+// initFailed names an init container (the network-deny one) that failed
+// or cannot start, on a Pod that is not being deleted.
+func initFailed(pod *corev1.Pod) (string, bool) {
+	if pod.DeletionTimestamp != nil {
+		return "", false
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf("init container %s exited (%d %s): %s", cs.Name, t.ExitCode, t.Reason, t.Message), true
+		}
+		if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
+			return "init container " + cs.Name + ": " + w.Reason + ": " + w.Message, true
 		}
 	}
 	return "", false
@@ -267,7 +324,9 @@ func pendingReason(pod *corev1.Pod) string {
 
 // Resume reconnects to a running sandbox by its id (the Pod name) or the
 // CreateOptions.ID it was created with. A Pod that is gone, being deleted
-// or finished, or one corral did not make, is NotFound. The environment
+// or finished, or one corral did not make, is NotFound; with a
+// PersistentVolumeClaim workspace a sandbox whose Pod is gone but whose
+// claim is not gets a new Pod on the claim (see workspace.go). The environment
 // given at create is not persisted: re-apply it with SetEnv.
 func (p *Provider) Resume(ctx context.Context, id string) (sandbox.Handle, error) {
 	const op = "kubernetes.resume"
@@ -275,6 +334,16 @@ func (p *Provider) Resume(ctx context.Context, id string) (sandbox.Handle, error
 		return p.resumeClaim(ctx, op, id)
 	}
 	pod, err := p.lookup(ctx, op, id)
+	if p.opts.Workspace == WorkspacePVC {
+		if sandbox.CodeOf(err) == sandbox.NotFound && !isNotOurs(err) {
+			return p.resumeWorkspace(ctx, op, id, nil)
+		}
+		if err == nil {
+			if gone, _ := podGone(pod); gone {
+				return p.resumeWorkspace(ctx, op, id, pod)
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -332,13 +401,21 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	}
 	pod, err := p.lookup(ctx, op, id)
 	if sandbox.CodeOf(err) == sandbox.NotFound && !isNotOurs(err) {
+		if p.opts.Workspace == WorkspacePVC { // the Pod is gone, the claim may not be
+			if pvc, werr := p.lookupWorkspace(ctx, op, id); werr == nil {
+				return p.removeExtras(ctx, op, pvc.Labels[LabelSandboxID])
+			}
+		}
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	p.stopForwards(pod.Name)
-	return p.remove(ctx, op, pod.Name, pod.UID)
+	if err := p.remove(ctx, op, pod.Name, pod.UID); err != nil {
+		return err
+	}
+	return p.removeExtras(ctx, op, pod.Name)
 }
 
 // isNotOurs reports lookup's NotFound for an object corral did not make.

@@ -42,14 +42,19 @@ type forwards struct {
 func fwdKey(pod string, port int) string { return pod + ":" + strconv.Itoa(port) }
 
 // ConnectPort returns an http:// endpoint on 127.0.0.1 that reaches the
-// sandbox's port through the API server. Asking again for the same port
-// returns the same endpoint.
+// sandbox's port through the API server, or with Options.Ports
+// PortsService http://<cluster IP>:<port> of a Service of the sandbox's
+// own (see service.go). Asking again for the same port returns the same
+// endpoint.
 func (h *handle) ConnectPort(ctx context.Context, port int) (sandbox.Endpoint, error) {
 	const op = "kubernetes.connectPort"
 	if port < 1 || port > 65535 {
 		return sandbox.Endpoint{}, sandbox.Errorf(sandbox.InvalidArgument, op, h.id, "port %d out of range", port)
 	}
 	p := h.p
+	if p.opts.Ports == PortsService {
+		return p.servicePort(ctx, op, h, port)
+	}
 	p.fwd.mu.Lock()
 	defer p.fwd.mu.Unlock()
 	if f := p.fwd.m[fwdKey(h.pod, port)]; f != nil {

@@ -41,6 +41,11 @@ func Kubeconfig() string {
 	return ""
 }
 
+// PodBridge is the host-side bridge of the test cluster's pod network
+// (scripts/setup-k8s.sh's bridge CNI, which gives it no address: Pods
+// have no gateway).
+const PodBridge = "corral0"
+
 // config is the test cluster's client configuration, read once.
 var config = sync.OnceValues(func() (*rest.Config, error) {
 	kc := Kubeconfig()

@@ -100,6 +100,7 @@ type Gateway struct {
 	proxy  *httputil.ReverseProxy
 	egress *http.Transport // the forward proxy's, dialling with Options.Dial
 	cas    authorities     // the sandboxes' CAs of interception (mitm.go)
+	relay  bool            // plain-HTTP upstreams take the relay (relay.go): no custom Transport
 }
 
 // New returns a gateway.
@@ -110,6 +111,7 @@ func New(o Options) (*Gateway, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	relay := o.Transport == nil
 	if o.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.Proxy = nil // the gateway is the way out; it follows no proxy of its own environment
@@ -126,7 +128,7 @@ func New(o Options) (*Gateway, error) {
 		d := &net.Dialer{Timeout: 30 * time.Second}
 		o.Dial = d.DialContext
 	}
-	g := &Gateway{o: o, egress: &http.Transport{DialContext: o.Dial, ResponseHeaderTimeout: 10 * time.Minute, MaxIdleConnsPerHost: 4}}
+	g := &Gateway{o: o, egress: &http.Transport{DialContext: o.Dial, ResponseHeaderTimeout: 10 * time.Minute, MaxIdleConnsPerHost: 4}, relay: relay}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:       func(*httputil.ProxyRequest) {}, // the request is rewritten before it is proxied
 		Transport:     o.Transport,
@@ -240,6 +242,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Body != nil {
 		out.Body = http.MaxBytesReader(cw, r.Body, g.o.MaxRequestBytes)
+	}
+	if g.relayable(w, r, out) {
+		g.serveRelay(cw, out)
+		return
 	}
 	g.proxy.ServeHTTP(cw, out)
 }

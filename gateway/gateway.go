@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/d10ffeed/corral/sandbox"
@@ -70,6 +71,12 @@ type Options struct {
 	// reach the forward proxy (Forward) at; a provider not listed cannot
 	// run under an egress allow-list.
 	EgressReach map[string]string
+	// Identify names the run whose sandbox has the source address ip (the
+	// agent's address on the egress network), for proxy requests that
+	// carry no valid credentials: their refusal (407) becomes that run's
+	// egress.attempt event. Optional; a refusal no run is found for is
+	// counted (Unattributed) and logged.
+	Identify func(ctx context.Context, ip string) (runID string, ok bool)
 	// Dial connects to allowed egress hosts; default a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -101,6 +108,8 @@ type Gateway struct {
 	egress *http.Transport // the forward proxy's, dialling with Options.Dial
 	cas    authorities     // the sandboxes' CAs of interception (mitm.go)
 	relay  bool            // plain-HTTP upstreams take the relay (relay.go): no custom Transport
+	// unattributed counts refused proxy requests of no identifiable run.
+	unattributed atomic.Uint64
 }
 
 // New returns a gateway.

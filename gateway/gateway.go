@@ -137,7 +137,7 @@ func New(o Options) (*Gateway, error) {
 		d := &net.Dialer{Timeout: 30 * time.Second}
 		o.Dial = d.DialContext
 	}
-	g := &Gateway{o: o, egress: &http.Transport{DialContext: o.Dial, ResponseHeaderTimeout: 10 * time.Minute, MaxIdleConnsPerHost: 4}, relay: relay}
+	g := &Gateway{o: o, egress: &http.Transport{DialContext: o.Dial, ResponseHeaderTimeout: 10 * time.Minute, MaxIdleConnsPerHost: 4}, relay: relay, cas: authorities{seed: o.Key}}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:       func(*httputil.ProxyRequest) {}, // the request is rewritten before it is proxied
 		Transport:     o.Transport,

@@ -54,6 +54,12 @@ type Options struct {
 	// gateway at, such as http://127.0.0.1:PORT for local. A provider not
 	// listed cannot be given brokered secrets.
 	Reach map[string]string
+	// PublicURL is a base URL at which the user exposes this gateway (a
+	// tunnel, an ingress) for sandboxes of providers Reach does not list,
+	// such as the remote ones: their brokered secrets' routes use it.
+	// Optional; it must be reachable from those sandboxes and reach this
+	// gateway's reverse proxy.
+	PublicURL string
 	// Logger receives one line per request (metadata only). Default:
 	// discard.
 	Logger *slog.Logger
@@ -170,8 +176,11 @@ func (g *Gateway) Placeholder(run store.Run, name string) string {
 // provider reaches upstream (a broker host) for the run.
 func (g *Gateway) BaseURL(provider, runID, upstream string) (string, error) {
 	base, ok := g.o.Reach[provider]
+	if !ok && g.o.PublicURL != "" {
+		base, ok = g.o.PublicURL, true
+	}
 	if !ok {
-		return "", sandbox.Errorf(sandbox.FailedPrecondition, "gateway", provider, "the sandboxes of this provider cannot reach corral's egress gateway, so they cannot use brokered secrets")
+		return "", sandbox.Errorf(sandbox.FailedPrecondition, "gateway", provider, "the sandboxes of this provider cannot reach corral's egress gateway, so they cannot use brokered secrets (expose the gateway and give its URL with --gateway-public-url, or let the secret fall back: broker: {fallback: env})")
 	}
 	scheme, host, err := sandbox.SplitBrokerHost(upstream)
 	if err != nil {

@@ -36,6 +36,11 @@ var gatewayListen = func() string {
 	return "127.0.0.1:" + DefaultGatewayPort
 }()
 
+// gatewayPublicURL is where the user exposes the gateway for remote
+// sandboxes (--gateway-public-url, CORRAL_GATEWAY_PUBLIC_URL); "" for
+// nowhere.
+var gatewayPublicURL = os.Getenv("CORRAL_GATEWAY_PUBLIC_URL")
+
 // startGateway serves the egress gateway for the definitions' brokered
 // secrets and egress allow-lists until ctx ends: on listen (loopback, for
 // local sandboxes), where the host has a docker0 bridge on its address
@@ -95,7 +100,7 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 		}
 		return false
 	})
-	g, err := gateway.New(gateway.Options{Key: key, Runs: st, Reach: reach, EgressReach: egressReach, Logger: logger(), OnRequest: note,
+	g, err := gateway.New(gateway.Options{Key: key, Runs: st, Reach: reach, EgressReach: egressReach, PublicURL: gatewayPublicURL, Logger: logger(), OnRequest: note,
 		Definition: func(id string) (*sandbox.Definition, bool) { d, ok := byID[id]; return d, ok }})
 	if err != nil {
 		return nil, err

@@ -162,8 +162,13 @@ func printBrokered(out io.Writer, def *sandbox.Definition, where string) {
 	if len(allow) > 0 {
 		fmt.Fprintf(out, "corral: egress allow-list: the sandbox may reach only %s (through the gateway)\n", strings.Join(allow, ", "))
 	}
+	secrets := def.Workspace.SecretsOrEmpty()
 	for _, n := range b.Names {
-		fmt.Fprintf(out, "corral: secret %s is brokered: the sandbox holds a placeholder; the value goes only to %s\n", n, strings.Join(b.Hosts[n], ", "))
+		fb := ""
+		if br, _ := secrets.Broker(n); br.Fallback == sandbox.BrokerFallbackEnv {
+			fb = " (fallback env: where the gateway is out of the sandbox's reach, the value is in its environment; the run's start says so)"
+		}
+		fmt.Fprintf(out, "corral: secret %s is brokered: the sandbox holds a placeholder; the value goes only to %s%s\n", n, strings.Join(b.Hosts[n], ", "), fb)
 	}
 	fmt.Fprintf(out, "corral: egress gateway: %s\n", where)
 }

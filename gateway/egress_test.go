@@ -110,7 +110,8 @@ func TestEgressAllowListDocker(t *testing.T) {
 			attempts = append(attempts, fmt.Sprintf("%s %s %v %d", a.Method, a.Host, a.Allowed, a.Status))
 		}
 	}
-	want := "GET allowed.test:80 true 200,GET denied.test:80 false 403,CONNECT allowed.test:80 true 200,CONNECT denied.test:80 false 403"
+	// The one without (407) too: its source address names the container.
+	want := "GET allowed.test:80 true 200,GET denied.test:80 false 403,GET allowed.test:80 false 407,CONNECT allowed.test:80 true 200,CONNECT denied.test:80 false 403"
 	if strings.Join(attempts, ",") != want {
 		t.Errorf("egress.attempt events:\n%s\nwant\n%s", strings.Join(attempts, ","), want)
 	}

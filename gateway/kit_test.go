@@ -19,6 +19,7 @@ import (
 	"github.com/d10ffeed/corral/gateway"
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/command"
+	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/ensure"
@@ -87,7 +88,17 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 		reach[p] = "http://" + ln.Addr().String()
 	}
 	k.url = reach["local"]
-	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach, EgressReach: egress, Dial: dial, Transport: tr,
+	var identify func(context.Context, string) (string, bool)
+	var dp *docker.Provider
+	if sandbox.ProviderAs(def.Provider, &dp) {
+		identify = func(ctx context.Context, ip string) (string, bool) {
+			if key, ok := dp.EgressSandbox(ctx, ip); ok {
+				return k.r.RunOfSandbox(key)
+			}
+			return "", false
+		}
+	}
+	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach, EgressReach: egress, Dial: dial, Transport: tr, Identify: identify,
 		Definition: func(id string) (*sandbox.Definition, bool) { return k.r.Definition(id) },
 		OnRequest: func(r gateway.Record) {
 			select {

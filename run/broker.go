@@ -339,3 +339,17 @@ func fallbackNames(rec store.Run) []string {
 	}
 	return names
 }
+
+// RunOfSandbox names the run this process drives in the sandbox of the
+// key, if any (for the gateway's attribution of a proxy request without
+// credentials: gateway.Options.Identify).
+func (r *Runner) RunOfSandbox(key string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, d := range r.drivers {
+		if d.run.SandboxKey == key {
+			return id, true
+		}
+	}
+	return "", false
+}

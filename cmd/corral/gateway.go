@@ -51,6 +51,7 @@ var gatewayPublicURL = os.Getenv("CORRAL_GATEWAY_PUBLIC_URL")
 // already serves is left to it.
 func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definition, listen string, out io.Writer, runner *atomic.Pointer[run.Runner]) (*gateway.Gateway, error) {
 	brokered, egress := false, map[string]string{}
+	var egressDocker *docker.Provider
 	for _, d := range defs {
 		brokered = brokered || len(d.Workspace.SecretsOrEmpty().Brokered()) > 0
 		var dp *docker.Provider
@@ -59,7 +60,7 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 			if err != nil {
 				return nil, err
 			}
-			egress["docker"] = ip
+			egress["docker"], egressDocker = ip, dp
 		}
 	}
 	if !brokered && len(egress) == 0 {
@@ -100,7 +101,20 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 		}
 		return false
 	})
-	g, err := gateway.New(gateway.Options{Key: key, Runs: st, Reach: reach, EgressReach: egressReach, PublicURL: gatewayPublicURL, Logger: logger(), OnRequest: note,
+	// A proxy request without credentials is the run's whose container
+	// has its source address on corral-egress.
+	var identify func(context.Context, string) (string, bool)
+	if egressDocker != nil {
+		identify = func(ctx context.Context, ip string) (string, bool) {
+			key, ok := egressDocker.EgressSandbox(ctx, ip)
+			if r := runner.Load(); ok && r != nil {
+				return r.RunOfSandbox(key)
+			}
+			return "", false
+		}
+	}
+	g, err := gateway.New(gateway.Options{Key: key, Runs: st, Reach: reach, EgressReach: egressReach, PublicURL: gatewayPublicURL, Identify: identify,
+		Logger: logger(), OnRequest: note,
 		Definition: func(id string) (*sandbox.Definition, bool) { d, ok := byID[id]; return d, ok }})
 	if err != nil {
 		return nil, err

@@ -10,8 +10,6 @@ import (
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/gateway"
 	"github.com/d10ffeed/corral/sandbox"
-	"github.com/d10ffeed/corral/store"
-	"github.com/d10ffeed/corral/store/memstore"
 )
 
 // TestRefusalWithoutCredentials checks that a proxy request without the
@@ -19,12 +17,7 @@ import (
 // address names (Options.Identify), and, with no run found, is counted
 // as unattributed instead.
 func TestRefusalWithoutCredentials(t *testing.T) {
-	st := memstore.New(memstore.Options{})
-	t.Cleanup(func() { st.Close() })
-	rec := store.Run{ID: "run-407", ThreadID: "t", DefinitionID: "d", Status: store.RunRunning, JournalNonce: "n", SandboxKey: "k"}
-	if err := st.CreateRun(context.Background(), rec); err != nil {
-		t.Fatal(err)
-	}
+	st, rec := liveRun(t, "run-407")
 	def := &sandbox.Definition{ID: "d", Workspace: &sandbox.Workspace{}}
 	for _, tt := range []struct {
 		name     string

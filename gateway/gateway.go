@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -83,6 +84,9 @@ type Options struct {
 	// egress.attempt event. Optional; a refusal no run is found for is
 	// counted (Unattributed) and logged.
 	Identify func(ctx context.Context, ip string) (runID string, ok bool)
+	// Lookup resolves the listed names ServeDNS answers ("ip4" or
+	// "ip6"); default the host's resolver.
+	Lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)
 	// Dial connects to allowed egress hosts; default a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -138,6 +142,9 @@ func New(o Options) (*Gateway, error) {
 	}
 	if o.MaxResponseBytes == 0 {
 		o.MaxResponseBytes = 1 << 30
+	}
+	if o.Lookup == nil {
+		o.Lookup = defaultLookup
 	}
 	if o.Dial == nil {
 		d := &net.Dialer{Timeout: 30 * time.Second}

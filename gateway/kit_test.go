@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,7 +52,8 @@ func newKit(t *testing.T, def *sandbox.Definition, listen map[string]string, hs 
 
 // newKitDial is newKit with the forward proxy's dialer and the upstream
 // transport (nil for the defaults); a listen key
-// "egress:PROVIDER" serves the forward proxy for that provider.
+// "egress:PROVIDER" serves the forward proxy for that provider, and
+// "dns:PROVIDER" the DNS of the allow-list (UDP).
 func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string, dial func(context.Context, string, string) (net.Conn, error), tr http.RoundTripper, hs ...harness.Harness) *kit {
 	t.Helper()
 	ctx := context.Background()
@@ -71,9 +73,18 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 	reach, egress := map[string]string{}, map[string]string{}
 	var lns []net.Listener
 	forward := map[net.Listener]bool{}
+	var dns []net.PacketConn
 	for p, a := range listen {
 		if a == "" {
 			continue // that provider's sandboxes do not reach the gateway
+		}
+		if strings.HasPrefix(p, "dns:") {
+			pc, err := net.ListenPacket("udp", a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dns = append(dns, pc)
+			continue
 		}
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
@@ -98,7 +109,15 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 			return "", false
 		}
 	}
-	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach, EgressReach: egress, Dial: dial, Transport: tr, Identify: identify,
+	// The stand-in hosts' names (*.test) resolve to a documentation
+	// address, never contacted: the proxy's dialer maps them.
+	lookup := func(ctx context.Context, network, host string) ([]netip.Addr, error) {
+		if strings.HasSuffix(host, ".test") && network == "ip4" {
+			return []netip.Addr{netip.MustParseAddr("192.0.2.10")}, nil
+		}
+		return net.DefaultResolver.LookupNetIP(ctx, network, host)
+	}
+	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach, EgressReach: egress, Dial: dial, Transport: tr, Identify: identify, Lookup: lookup,
 		Definition: func(id string) (*sandbox.Definition, bool) { return k.r.Definition(id) },
 		OnRequest: func(r gateway.Record) {
 			select {
@@ -109,6 +128,11 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 		}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, pc := range dns {
+		ctx, cancel := context.WithCancel(context.Background())
+		go k.g.ServeDNS(ctx, pc)
+		t.Cleanup(cancel)
 	}
 	for _, ln := range lns {
 		var h http.Handler = k.g

@@ -26,17 +26,24 @@ type relayKit struct {
 	recs  chan gateway.Record
 }
 
-func newRelayKit(t testing.TB, up *httptest.Server, maxResp int64) *relayKit {
+// liveRun is a memory store holding one live run (definition "d").
+func liveRun(t testing.TB, id string) (store.Store, store.Run) {
 	t.Helper()
 	st := memstore.New(memstore.Options{})
 	t.Cleanup(func() { st.Close() })
-	secrets, _ := sandbox.NewSecrets(map[string]string{"K": "real-key"})
-	secrets, _ = secrets.WithBrokers(map[string]sandbox.Broker{"K": {Hosts: []string{up.URL}, Header: "x-api-key"}})
-	def := &sandbox.Definition{ID: "d", Workspace: &sandbox.Workspace{Secrets: secrets}}
-	rec := store.Run{ID: "run-relay", ThreadID: "t", DefinitionID: "d", Status: store.RunRunning, JournalNonce: "n", SandboxKey: "k"}
+	rec := store.Run{ID: id, ThreadID: "t", DefinitionID: "d", Status: store.RunRunning, JournalNonce: "n", SandboxKey: "k"}
 	if err := st.CreateRun(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
+	return st, rec
+}
+
+func newRelayKit(t testing.TB, up *httptest.Server, maxResp int64) *relayKit {
+	t.Helper()
+	st, rec := liveRun(t, "run-relay")
+	secrets, _ := sandbox.NewSecrets(map[string]string{"K": "real-key"})
+	secrets, _ = secrets.WithBrokers(map[string]sandbox.Broker{"K": {Hosts: []string{up.URL}, Header: "x-api-key"}})
+	def := &sandbox.Definition{ID: "d", Workspace: &sandbox.Workspace{Secrets: secrets}}
 	srv := httptest.NewServer(nil)
 	t.Cleanup(srv.Close)
 	k := &relayKit{recs: make(chan gateway.Record, 100)}

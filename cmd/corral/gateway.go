@@ -126,6 +126,17 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 	for _, a := range egressReach {
 		listeners[a] = g.Forward()
 	}
+	// The allow-list's DNS, on the egress network's address (port 53:
+	// Docker's resolver forwards there); without it, outside names do
+	// not resolve in the sandbox at all.
+	for _, ip := range egress {
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, "53"))
+		if err != nil {
+			fmt.Fprintf(out, "corral: egress gateway: no DNS for allow-listed names on %s (%v); names resolve only through the proxy\n", ip, err)
+			continue
+		}
+		go g.ServeDNS(ctx, pc)
+	}
 	for a, h := range listeners {
 		ln, err := net.Listen("tcp", a)
 		if errors.Is(err, syscall.EADDRINUSE) {

@@ -41,6 +41,11 @@ func (r *Runner) checkEgress(def *sandbox.Definition, id string) error {
 	if len(def.Policy.EgressList()) == 0 {
 		return nil
 	}
+	var ne sandbox.NativeEgress
+	if sandbox.ProviderAs(def.Provider, &ne) {
+		// The backend's own rules; no gateway needed.
+		return ne.NativeEgress(def.Policy.EgressList())
+	}
 	var e sandbox.EgressEnforcer
 	if !sandbox.ProviderAs(def.Provider, &e) || !e.EnforcesEgress() {
 		return sandbox.Errorf(sandbox.FailedPrecondition, "run.start", id, "policy.network.allow: the %s provider cannot enforce an egress allow-list; refusing rather than run open", def.Provider.Name())
@@ -54,7 +59,8 @@ func (r *Runner) checkEgress(def *sandbox.Definition, id string) error {
 // egressEnv points the agent's HTTP clients at the gateway's forward
 // proxy when the policy has an egress allow-list.
 func (d *driver) egressEnv(env map[string]string) (map[string]string, error) {
-	if len(d.def.Policy.EgressList()) == 0 {
+	var ne sandbox.NativeEgress
+	if len(d.def.Policy.EgressList()) == 0 || sandbox.ProviderAs(d.def.Provider, &ne) {
 		return env, nil
 	}
 	if d.r.opts.Broker == nil {

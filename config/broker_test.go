@@ -14,7 +14,7 @@ func TestBrokeredSecrets(t *testing.T) {
 	const yml = `workspace:
   secrets:
     ANTHROPIC_API_KEY: {env: K1, broker: {hosts: [api.anthropic.com], header: x-api-key}}
-    OPENAI_API_KEY: {env: K2, broker: {host: api.openai.com, header: bearer}}
+    OPENAI_API_KEY: {env: K2, broker: {host: api.openai.com, header: bearer, fallback: env}}
     GH: {env: K3, broker: {hosts: ["http://127.0.0.1:9", api.github.com], header: basic, baseURLEnv: GH_URL}}
     PLAIN: {env: K4}
 `
@@ -31,7 +31,7 @@ func TestBrokeredSecrets(t *testing.T) {
 	if got := strings.Join(s.Brokered(), ","); got != "ANTHROPIC_API_KEY,GH,OPENAI_API_KEY" {
 		t.Errorf("brokered %s", got)
 	}
-	if b, _ := s.Broker("OPENAI_API_KEY"); b.HeaderName() != "Authorization" || b.Hosts[0] != "api.openai.com" || b.BaseURLVar("OPENAI_API_KEY") != "OPENAI_BASE_URL" {
+	if b, _ := s.Broker("OPENAI_API_KEY"); b.HeaderName() != "Authorization" || b.Hosts[0] != "api.openai.com" || b.BaseURLVar("OPENAI_API_KEY") != "OPENAI_BASE_URL" || b.Fallback != "env" {
 		t.Errorf("openai broker %+v", b)
 	}
 	if b, _ := s.Broker("GH"); len(b.Hosts) != 2 || b.BaseURLVar("GH") != "GH_URL" {
@@ -55,6 +55,7 @@ func TestBrokerErrors(t *testing.T) {
 		{"bad header", `{hosts: [a.example], header: "x y"}`, []string{"is not bearer, basic or a header name"}},
 		{"host with path", "{hosts: [a.example/v1], header: bearer}", []string{"no path"}},
 		{"bad baseURLEnv", "{hosts: [a.example], header: bearer, baseURLEnv: \"A=B\"}", []string{"baseURLEnv"}},
+		{"bad fallback", "{hosts: [a.example], header: bearer, fallback: open}", []string{"broker.fallback", "want env"}},
 		{"unknown key", "{hosts: [a.example], header: bearer, path: /x}", []string{`unknown key "path"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -85,7 +85,7 @@ func (f *File) Definition(o BuildOptions) (*sandbox.Definition, error) {
 			if b.Host != "" {
 				hosts = append([]string{b.Host}, hosts...)
 			}
-			brokers[name] = sandbox.Broker{Hosts: hosts, Header: b.Header, BaseURLEnv: b.BaseURLEnv, Intercept: b.Intercept}
+			brokers[name] = sandbox.Broker{Hosts: hosts, Header: b.Header, BaseURLEnv: b.BaseURLEnv, Intercept: b.Intercept, Fallback: b.Fallback}
 			if err := brokers[name].Validate(name); err != nil {
 				return nil, fail("%s%v", where, err)
 			}

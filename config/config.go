@@ -174,6 +174,9 @@ type Broker struct {
 	Header     string   `yaml:"header"`
 	BaseURLEnv string   `yaml:"baseURLEnv"`
 	Intercept  bool     `yaml:"intercept"`
+	// Fallback "env": where the gateway is out of the sandbox's reach,
+	// the value goes in its environment (said at run start).
+	Fallback string `yaml:"fallback"`
 }
 
 type secretAt struct {

@@ -29,6 +29,8 @@ echo "plain-denied: $(get denied.test "$auth")"
 echo "plain-noauth: $(get allowed.test bm9wZTpub3Bl)"
 echo "connect-allowed: $(connect allowed.test)"
 echo "connect-denied: $(connect denied.test)"
+echo "dns-allowed: $(nslookup -timeout=2 -retry=1 allowed.test 2>&1 | grep -c 192.0.2.10)"
+echo "dns-denied: $(nslookup -timeout=2 -retry=1 denied.test >/dev/null 2>&1 && echo answered || echo failed)"
 echo "direct: [$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 1.1.1.1 80 2>&1 | head -c 100)]"
 `
 
@@ -38,7 +40,8 @@ echo "direct: [$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 1.1.1.1 80 2>&1 | hea
 // two names to them. Through the gateway the allowed one answers (plain
 // HTTP and CONNECT), the other is refused with 403, the proxy without the
 // run's credentials with 407, every attempt is recorded, and a direct
-// connection past the gateway goes nowhere.
+// connection past the gateway goes nowhere. DNS answers the listed name
+// only (the gateway's DNS on the egress network), each query an event.
 func TestEgressAllowListDocker(t *testing.T) {
 	_, p := dockerBridge(t)
 	ctx := ctxT(t)
@@ -61,7 +64,7 @@ func TestEgressAllowListDocker(t *testing.T) {
 	}
 	def := &sandbox.Definition{ID: "eg", Provider: sandbox.Guard(p, sandbox.GuardOptions{}),
 		Policy: &sandbox.Policy{Egress: []string{"allowed.test"}, Default: sandbox.Allow}}
-	k := newKitDial(t, def, map[string]string{"egress:docker": egressIP + ":0"}, dial, nil)
+	k := newKitDial(t, def, map[string]string{"egress:docker": egressIP + ":0", "dns:docker": egressIP + ":53"}, dial, nil)
 	rec, text := k.complete(t, run.StartRequest{Definition: "eg", Thread: "th-egress", Harness: command.Name, Args: []string{"sh", "-c", egressAgent}})
 	t.Logf("agent:\n%s", text)
 	for _, want := range []string{
@@ -70,6 +73,8 @@ func TestEgressAllowListDocker(t *testing.T) {
 		"plain-noauth: HTTP/1.1 407",
 		"connect-allowed: HTTP/1.1 200 Connection established body-of-allowed.test",
 		"connect-denied: HTTP/1.1 403",
+		"dns-allowed: 1", // the listed name resolves
+		"dns-denied: failed",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the agent's output lacks %q", want)
@@ -84,7 +89,7 @@ func TestEgressAllowListDocker(t *testing.T) {
 	var allowed, refused []string
 	for len(k.recs) > 0 {
 		r := <-k.recs
-		if r.Kind != "egress" {
+		if r.Kind != "egress" || r.Method == "DNS" { // DNS: below, as events
 			continue
 		}
 		if r.Refused == "" {
@@ -102,15 +107,24 @@ func TestEgressAllowListDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	var attempts []string
+	dns := map[string]bool{}
 	for _, e := range evs {
 		ev, _ := event.Unmarshal(e.Data)
 		if ev.Type == event.Custom && ev.Name == event.EgressAttempt {
 			var a event.Egress
 			_ = json.Unmarshal(ev.Value, &a)
+			if a.Method == "DNS" { // one per query type, A and AAAA
+				dns[fmt.Sprintf("%s %v", a.Host, a.Allowed)] = true
+				continue
+			}
 			attempts = append(attempts, fmt.Sprintf("%s %s %v %d", a.Method, a.Host, a.Allowed, a.Status))
 		}
 	}
-	want := "GET allowed.test:80 true 200,GET denied.test:80 false 403,CONNECT allowed.test:80 true 200,CONNECT denied.test:80 false 403"
+	if len(dns) != 2 || !dns["allowed.test true"] || !dns["denied.test false"] {
+		t.Errorf("DNS egress.attempt events: %v, want allowed.test answered and denied.test refused", dns)
+	}
+	// The one without (407) too: its source address names the container.
+	want := "GET allowed.test:80 true 200,GET denied.test:80 false 403,GET allowed.test:80 false 407,CONNECT allowed.test:80 true 200,CONNECT denied.test:80 false 403"
 	if strings.Join(attempts, ",") != want {
 		t.Errorf("egress.attempt events:\n%s\nwant\n%s", strings.Join(attempts, ","), want)
 	}

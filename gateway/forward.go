@@ -98,6 +98,9 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 	rec.RunID = run.ID
 	if why != "" {
 		rec.Refused = why
+		if rec.RunID == "" {
+			rec.RunID = g.identify(r)
+		}
 		cw.Header().Set("Proxy-Authenticate", `Basic realm="corral"`)
 		http.Error(cw, "corral gateway: "+why, http.StatusProxyAuthRequired)
 		return
@@ -157,6 +160,27 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 	cw.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(flushWriter{cw}, resp.Body)
 }
+
+// identify names the run of a proxy request without valid credentials by
+// its source address (Options.Identify), or counts and logs it.
+func (g *Gateway) identify(r *http.Request) string {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	if g.o.Identify != nil {
+		if id, ok := g.o.Identify(r.Context(), ip); ok {
+			return id
+		}
+	}
+	g.unattributed.Add(1)
+	g.o.Logger.Warn("gateway: egress attempt without credentials of no identifiable run", "source", ip, "host", r.Host)
+	return ""
+}
+
+// Unattributed is how many proxy requests were refused for want of
+// credentials with no run to record them in (a metric).
+func (g *Gateway) Unattributed() uint64 { return g.unattributed.Load() }
 
 // egressRun reads the proxy credentials: the run they name, or why not.
 func (g *Gateway) egressRun(r *http.Request) (store.Run, string) {

@@ -28,9 +28,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/d10ffeed/corral/sandbox"
@@ -53,6 +55,12 @@ type Options struct {
 	// gateway at, such as http://127.0.0.1:PORT for local. A provider not
 	// listed cannot be given brokered secrets.
 	Reach map[string]string
+	// PublicURL is a base URL at which the user exposes this gateway (a
+	// tunnel, an ingress) for sandboxes of providers Reach does not list,
+	// such as the remote ones: their brokered secrets' routes use it.
+	// Optional; it must be reachable from those sandboxes and reach this
+	// gateway's reverse proxy.
+	PublicURL string
 	// Logger receives one line per request (metadata only). Default:
 	// discard.
 	Logger *slog.Logger
@@ -70,6 +78,15 @@ type Options struct {
 	// reach the forward proxy (Forward) at; a provider not listed cannot
 	// run under an egress allow-list.
 	EgressReach map[string]string
+	// Identify names the run whose sandbox has the source address ip (the
+	// agent's address on the egress network), for proxy requests that
+	// carry no valid credentials: their refusal (407) becomes that run's
+	// egress.attempt event. Optional; a refusal no run is found for is
+	// counted (Unattributed) and logged.
+	Identify func(ctx context.Context, ip string) (runID string, ok bool)
+	// Lookup resolves the listed names ServeDNS answers ("ip4" or
+	// "ip6"); default the host's resolver.
+	Lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)
 	// Dial connects to allowed egress hosts; default a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -100,6 +117,9 @@ type Gateway struct {
 	proxy  *httputil.ReverseProxy
 	egress *http.Transport // the forward proxy's, dialling with Options.Dial
 	cas    authorities     // the sandboxes' CAs of interception (mitm.go)
+	relay  bool            // plain-HTTP upstreams take the relay (relay.go): no custom Transport
+	// unattributed counts refused proxy requests of no identifiable run.
+	unattributed atomic.Uint64
 }
 
 // New returns a gateway.
@@ -110,6 +130,7 @@ func New(o Options) (*Gateway, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	relay := o.Transport == nil
 	if o.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.Proxy = nil // the gateway is the way out; it follows no proxy of its own environment
@@ -122,11 +143,14 @@ func New(o Options) (*Gateway, error) {
 	if o.MaxResponseBytes == 0 {
 		o.MaxResponseBytes = 1 << 30
 	}
+	if o.Lookup == nil {
+		o.Lookup = defaultLookup
+	}
 	if o.Dial == nil {
 		d := &net.Dialer{Timeout: 30 * time.Second}
 		o.Dial = d.DialContext
 	}
-	g := &Gateway{o: o, egress: &http.Transport{DialContext: o.Dial, ResponseHeaderTimeout: 10 * time.Minute, MaxIdleConnsPerHost: 4}}
+	g := &Gateway{o: o, egress: &http.Transport{DialContext: o.Dial, ResponseHeaderTimeout: 10 * time.Minute, MaxIdleConnsPerHost: 4}, relay: relay, cas: authorities{seed: o.Key}}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:       func(*httputil.ProxyRequest) {}, // the request is rewritten before it is proxied
 		Transport:     o.Transport,
@@ -159,8 +183,11 @@ func (g *Gateway) Placeholder(run store.Run, name string) string {
 // provider reaches upstream (a broker host) for the run.
 func (g *Gateway) BaseURL(provider, runID, upstream string) (string, error) {
 	base, ok := g.o.Reach[provider]
+	if !ok && g.o.PublicURL != "" {
+		base, ok = g.o.PublicURL, true
+	}
 	if !ok {
-		return "", sandbox.Errorf(sandbox.FailedPrecondition, "gateway", provider, "the sandboxes of this provider cannot reach corral's egress gateway, so they cannot use brokered secrets")
+		return "", sandbox.Errorf(sandbox.FailedPrecondition, "gateway", provider, "the sandboxes of this provider cannot reach corral's egress gateway, so they cannot use brokered secrets (expose the gateway and give its URL with --gateway-public-url, or let the secret fall back: broker: {fallback: env})")
 	}
 	scheme, host, err := sandbox.SplitBrokerHost(upstream)
 	if err != nil {
@@ -240,6 +267,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Body != nil {
 		out.Body = http.MaxBytesReader(cw, r.Body, g.o.MaxRequestBytes)
+	}
+	if g.relayable(w, r, out) {
+		g.serveRelay(cw, out)
+		return
 	}
 	g.proxy.ServeHTTP(cw, out)
 }

@@ -102,3 +102,30 @@ func TestLoadOrCreateKey(t *testing.T) {
 		t.Errorf("a bad key file: %v", err)
 	}
 }
+
+// TestPublicURL: a provider the gateway has no address for gets routes at
+// the URL the user exposes it at, and none without one.
+func TestPublicURL(t *testing.T) {
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	for _, tt := range []struct{ public, want string }{
+		{"", ""},
+		{"https://gw.example.test/", "https://gw.example.test/r/"},
+	} {
+		g, err := gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: map[string]string{"local": "http://127.0.0.1:1"}, PublicURL: tt.public,
+			Definition: func(string) (*sandbox.Definition, bool) { return nil, false }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := g.BaseURL("e2b", "run-1", "api.anthropic.com")
+		if tt.want == "" {
+			if sandbox.CodeOf(err) != sandbox.FailedPrecondition {
+				t.Errorf("no public URL: %q, %v", u, err)
+			}
+			continue
+		}
+		if err != nil || !strings.HasPrefix(u, tt.want) || !strings.HasSuffix(u, "/https/api.anthropic.com") {
+			t.Errorf("public URL %s: %q, %v", tt.public, u, err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/d10ffeed/corral/gateway"
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/command"
+	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/ensure"
@@ -41,7 +43,8 @@ type kit struct {
 
 // newKit starts a gateway and a runner. listen maps provider names to the
 // address the gateway listens on for their sandboxes; "local" gets
-// 127.0.0.1:0 unless given.
+// 127.0.0.1:0 unless given ("" for none: local sandboxes then cannot
+// reach the gateway).
 func newKit(t *testing.T, def *sandbox.Definition, listen map[string]string, hs ...harness.Harness) *kit {
 	t.Helper()
 	return newKitDial(t, def, listen, nil, nil, hs...)
@@ -49,7 +52,8 @@ func newKit(t *testing.T, def *sandbox.Definition, listen map[string]string, hs 
 
 // newKitDial is newKit with the forward proxy's dialer and the upstream
 // transport (nil for the defaults); a listen key
-// "egress:PROVIDER" serves the forward proxy for that provider.
+// "egress:PROVIDER" serves the forward proxy for that provider, and
+// "dns:PROVIDER" the DNS of the allow-list (UDP).
 func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string, dial func(context.Context, string, string) (net.Conn, error), tr http.RoundTripper, hs ...harness.Harness) *kit {
 	t.Helper()
 	ctx := context.Background()
@@ -69,7 +73,19 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 	reach, egress := map[string]string{}, map[string]string{}
 	var lns []net.Listener
 	forward := map[net.Listener]bool{}
+	var dns []net.PacketConn
 	for p, a := range listen {
+		if a == "" {
+			continue // that provider's sandboxes do not reach the gateway
+		}
+		if strings.HasPrefix(p, "dns:") {
+			pc, err := net.ListenPacket("udp", a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dns = append(dns, pc)
+			continue
+		}
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
 			t.Fatal(err)
@@ -83,7 +99,25 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 		reach[p] = "http://" + ln.Addr().String()
 	}
 	k.url = reach["local"]
-	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach, EgressReach: egress, Dial: dial, Transport: tr,
+	var identify func(context.Context, string) (string, bool)
+	var dp *docker.Provider
+	if sandbox.ProviderAs(def.Provider, &dp) {
+		identify = func(ctx context.Context, ip string) (string, bool) {
+			if key, ok := dp.EgressSandbox(ctx, ip); ok {
+				return k.r.RunOfSandbox(key)
+			}
+			return "", false
+		}
+	}
+	// The stand-in hosts' names (*.test) resolve to a documentation
+	// address, never contacted: the proxy's dialer maps them.
+	lookup := func(ctx context.Context, network, host string) ([]netip.Addr, error) {
+		if strings.HasSuffix(host, ".test") && network == "ip4" {
+			return []netip.Addr{netip.MustParseAddr("192.0.2.10")}, nil
+		}
+		return net.DefaultResolver.LookupNetIP(ctx, network, host)
+	}
+	k.g, err = gateway.New(gateway.Options{Key: gateway.NewKey(), Runs: st, Reach: reach, EgressReach: egress, Dial: dial, Transport: tr, Identify: identify, Lookup: lookup,
 		Definition: func(id string) (*sandbox.Definition, bool) { return k.r.Definition(id) },
 		OnRequest: func(r gateway.Record) {
 			select {
@@ -94,6 +128,11 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 		}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, pc := range dns {
+		ctx, cancel := context.WithCancel(context.Background())
+		go k.g.ServeDNS(ctx, pc)
+		t.Cleanup(cancel)
 	}
 	for _, ln := range lns {
 		var h http.Handler = k.g

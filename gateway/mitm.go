@@ -4,14 +4,18 @@ import (
 	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,10 +31,12 @@ import (
 // like); a CONNECT to such a host is answered with a certificate that CA
 // signs, the requests inside are read, their placeholders swapped as on
 // the reverse proxy, and sent on to the host over real TLS. Every other
-// CONNECT is a plain tunnel. The CAs live in the gateway process's memory
-// (one per sandbox key, made on first use): unlike placeholders they are
-// not shared by replicas, so a run whose gateway process changes gets a
-// new CA only at its next start.
+// CONNECT is a plain tunnel. A sandbox's CA key is derived from the
+// gateway key (HMAC-SHA256 under it of the sandbox key, a P-256 scalar),
+// so every replica reading the same gateway.key mints leaves under the
+// same CA key: a sandbox that trusts the CA certificate one replica gave
+// it verifies the leaves of any other (TestCASharedByReplicas). The key is
+// never written anywhere; each process keeps what it derived in memory.
 
 // authority is one sandbox's CA and the leaf certificates it signed.
 type authority struct {
@@ -42,8 +48,9 @@ type authority struct {
 }
 
 type authorities struct {
-	mu  sync.Mutex
-	cas map[string]*authority
+	seed []byte // the gateway key
+	mu   sync.Mutex
+	cas  map[string]*authority
 }
 
 // CACert returns the PEM certificate of the CA of the run's sandbox.
@@ -61,7 +68,7 @@ func (a *authorities) get(key string) (*authority, error) {
 	if ca, ok := a.cas[key]; ok {
 		return ca, nil
 	}
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	k, err := caKey(a.seed, key)
 	if err != nil {
 		return nil, sandbox.Wrap(sandbox.Internal, "gateway.ca", key, err)
 	}
@@ -82,6 +89,20 @@ func (a *authorities) get(key string) (*authority, error) {
 	}
 	a.cas[key] = ca
 	return ca, nil
+}
+
+// caKey derives the CA key of a sandbox from the gateway key: the first
+// HMAC-SHA256(seed, "corral-ca/<counter>/<sandbox key>") that is a valid
+// P-256 scalar (one fails with odds of about 2^-32).
+func caKey(seed []byte, sandboxKey string) (*ecdsa.PrivateKey, error) {
+	for i := range 8 {
+		m := hmac.New(sha256.New, seed)
+		m.Write([]byte("corral-ca/" + strconv.Itoa(i) + "/" + sandboxKey))
+		if k, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), m.Sum(nil)); err == nil {
+			return k, nil
+		}
+	}
+	return nil, errors.New("no valid CA key derived")
 }
 
 // leaf returns a certificate for host (no port) signed by the CA.

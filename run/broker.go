@@ -41,6 +41,11 @@ func (r *Runner) checkEgress(def *sandbox.Definition, id string) error {
 	if len(def.Policy.EgressList()) == 0 {
 		return nil
 	}
+	var ne sandbox.NativeEgress
+	if sandbox.ProviderAs(def.Provider, &ne) {
+		// The backend's own rules; no gateway needed.
+		return ne.NativeEgress(def.Policy.EgressList())
+	}
 	var e sandbox.EgressEnforcer
 	if !sandbox.ProviderAs(def.Provider, &e) || !e.EnforcesEgress() {
 		return sandbox.Errorf(sandbox.FailedPrecondition, "run.start", id, "policy.network.allow: the %s provider cannot enforce an egress allow-list; refusing rather than run open", def.Provider.Name())
@@ -54,7 +59,8 @@ func (r *Runner) checkEgress(def *sandbox.Definition, id string) error {
 // egressEnv points the agent's HTTP clients at the gateway's forward
 // proxy when the policy has an egress allow-list.
 func (d *driver) egressEnv(env map[string]string) (map[string]string, error) {
-	if len(d.def.Policy.EgressList()) == 0 {
+	var ne sandbox.NativeEgress
+	if len(d.def.Policy.EgressList()) == 0 || sandbox.ProviderAs(d.def.Provider, &ne) {
 		return env, nil
 	}
 	if d.r.opts.Broker == nil {
@@ -101,8 +107,21 @@ func BrokeredOf(def *sandbox.Definition) Brokered {
 // gateway's route to its first host. Without brokered secrets it returns
 // them unchanged.
 func (d *driver) runSecrets(env map[string]string) (sandbox.Secrets, map[string]string, error) {
-	secrets := d.secrets()
+	fallback := fallbackNames(d.run)
+	secrets := d.secrets().WithoutBrokers(fallback)
 	names := secrets.Brokered()
+	if len(names)+len(fallback) == 0 {
+		return secrets, env, nil
+	}
+	env = maps.Clone(env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	for _, n := range fallback {
+		// As without a broker (the start notice said so): the value under
+		// the secret's name.
+		env[n], _ = secrets.Value(n)
+	}
 	if len(names) == 0 {
 		return secrets, env, nil
 	}
@@ -110,25 +129,23 @@ func (d *driver) runSecrets(env map[string]string) (sandbox.Secrets, map[string]
 	if b == nil {
 		return sandbox.Secrets{}, nil, errNoBroker(d.run.ID)
 	}
-	env = maps.Clone(env)
-	if env == nil {
-		env = map[string]string{}
-	}
 	for _, n := range names {
 		// The placeholder stands where the value would: in the agent's
 		// environment under the secret's name.
 		env[n] = b.Placeholder(d.run, n)
 		br, _ := secrets.Broker(n)
+		// A sandbox that cannot reach the gateway refuses the run, base
+		// URL variable or not: its placeholder would be worthless.
+		u, err := b.BaseURL(d.def.Provider.Name(), d.run.ID, br.Hosts[0])
+		if err != nil {
+			return sandbox.Secrets{}, nil, err
+		}
 		v := br.BaseURLVar(n)
 		if v == "" {
 			continue
 		}
 		if _, set := env[v]; set {
 			continue
-		}
-		u, err := b.BaseURL(d.def.Provider.Name(), d.run.ID, br.Hosts[0])
-		if err != nil {
-			return sandbox.Secrets{}, nil, err
 		}
 		env[v] = u
 	}
@@ -282,4 +299,65 @@ func (d *driver) interception(env map[string]string, secrets sandbox.Secrets, na
 	}
 	env["NODE_EXTRA_CA_CERTS"] = paths.Files + "/corral-ca.pem"
 	return nil
+}
+
+// brokerFallbacks returns the start notice's rules for the brokered
+// secrets of def that fall back to the environment in run id: those whose
+// broker says fallback env and whose provider's sandboxes cannot reach the
+// egress gateway (or that have no gateway at all). Computed once at start
+// and kept in the run record, so every driver of the run gives the agent
+// the same secrets (fallbackNames).
+func (r *Runner) brokerFallbacks(def *sandbox.Definition, id string) []event.UnenforcedRule {
+	s := def.Workspace.SecretsOrEmpty()
+	provider := ""
+	if def.Provider != nil {
+		provider = def.Provider.Name()
+	}
+	var rules []event.UnenforcedRule
+	for _, n := range s.Brokered() {
+		b, _ := s.Broker(n)
+		if b.Fallback != sandbox.BrokerFallbackEnv {
+			continue
+		}
+		if r.opts.Broker != nil {
+			if _, err := r.opts.Broker.BaseURL(provider, id, b.Hosts[0]); err == nil {
+				continue
+			}
+		}
+		rules = append(rules, event.UnenforcedRule{Rule: fallbackRule(n), Decision: sandbox.BrokerFallbackEnv,
+			Reason: "the " + provider + " provider's sandboxes cannot reach corral's egress gateway: the value is in the sandbox's environment (broker.fallback: env)"})
+	}
+	return rules
+}
+
+func fallbackRule(name string) string { return "secrets." + name + ".broker" }
+
+// fallbackNames are the brokered secrets the run's start notice says fall
+// back to the environment.
+func fallbackNames(rec store.Run) []string {
+	n, ok := PolicyNotice(rec)
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, r := range n.Rules {
+		if name, ok := strings.CutPrefix(r.Rule, "secrets."); ok && r.Decision == sandbox.BrokerFallbackEnv {
+			names = append(names, strings.TrimSuffix(name, ".broker"))
+		}
+	}
+	return names
+}
+
+// RunOfSandbox names the run this process drives in the sandbox of the
+// key, if any (for the gateway's attribution of a proxy request without
+// credentials: gateway.Options.Identify).
+func (r *Runner) RunOfSandbox(key string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, d := range r.drivers {
+		if d.run.SandboxKey == key {
+			return id, true
+		}
+	}
+	return "", false
 }

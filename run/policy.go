@@ -13,14 +13,15 @@ import (
 // store.Run.PolicyUnenforced), the rules of def's policy that h cannot
 // enforce for req; "" when it enforces them all. It depends only on the
 // harness, the definition and the request, and is computed once, at
-// start: every driver of the run reads it from the record.
-func policyNotice(h harness.Harness, def *sandbox.Definition, req StartRequest) string {
+// start: every driver of the run reads it from the record. extra are
+// further rules (brokered secrets that fall back to the environment).
+func policyNotice(h harness.Harness, def *sandbox.Definition, req StartRequest, extra []event.UnenforcedRule) string {
 	var scripts map[string]string
 	if def.Workspace != nil {
 		scripts = def.Workspace.Scripts
 	}
 	cut := def.Policy.NetworkMode() == sandbox.NetworkDeny && def.Provider != nil && def.Provider.Capabilities().NetworkPolicy
-	rules := harness.UnenforcedRules(h, harness.Request{Policy: def.Policy, Scripts: scripts, Args: req.Args, Auth: req.Auth, Options: req.Options}, cut)
+	rules := append(harness.UnenforcedRules(h, harness.Request{Policy: def.Policy, Scripts: scripts, Args: req.Args, Auth: req.Auth, Options: req.Options}, cut), extra...)
 	if len(rules) == 0 {
 		return ""
 	}

@@ -310,7 +310,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 		return store.Run{}, sandbox.Errorf(sandbox.InvalidArgument, "run.start", id, "retention %q: want all, sandbox or none", req.Retention)
 	}
 	rec.Retention = Strictest(req.Retention, store.Retention(def.Retention), r.opts.Retention)
-	rec.PolicyUnenforced = policyNotice(h, def, req) // what the harness cannot enforce of the policy, said at start
+	rec.PolicyUnenforced = policyNotice(h, def, req, r.brokerFallbacks(def, id)) // what the harness cannot enforce of the policy, said at start
 	if err := r.store.CreateRun(ctx, rec); err != nil {
 		return store.Run{}, err
 	}

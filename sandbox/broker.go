@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -28,7 +29,17 @@ type Broker struct {
 	// sandbox's gateway CA in its trust settings, for clients that cannot
 	// be given a base URL.
 	Intercept bool `json:"intercept,omitempty"`
+	// Fallback is what a run does when its sandbox's provider cannot
+	// reach corral's egress gateway: "" refuses the run (the default);
+	// BrokerFallbackEnv gives the agent the real value in its environment,
+	// as without a broker, and says so at run start (a policy.unenforced
+	// rule "secrets.<name>.broker").
+	Fallback string `json:"fallback,omitempty"`
 }
+
+// BrokerFallbackEnv is the Fallback that puts the value in the sandbox's
+// environment where the gateway is out of reach.
+const BrokerFallbackEnv = "env"
 
 // Broker header modes besides a plain header name.
 const (
@@ -79,6 +90,9 @@ func (b Broker) Validate(name string) error {
 	case h == BrokerBearer, h == BrokerBasic:
 	case !validHeaderName(b.Header):
 		return Errorf(InvalidArgument, "workspace", field+".header", "%q is not bearer, basic or a header name", b.Header)
+	}
+	if b.Fallback != "" && b.Fallback != BrokerFallbackEnv {
+		return Errorf(InvalidArgument, "workspace", field+".fallback", "%q: want env, or nothing to refuse runs the gateway cannot serve", b.Fallback)
 	}
 	if b.BaseURLEnv != "" {
 		if err := ValidateEnvName(b.BaseURLEnv); err != nil {
@@ -144,6 +158,18 @@ func (s Secrets) WithBrokers(brokers map[string]Broker) (Secrets, error) {
 		out.brokers[name] = b
 	}
 	return out, nil
+}
+
+// WithoutBrokers returns a copy of s in which the named secrets are not
+// brokered (their values go to the sandbox as they are).
+func (s Secrets) WithoutBrokers(names []string) Secrets {
+	out := Secrets{m: s.m, brokers: map[string]Broker{}}
+	for k, v := range s.brokers {
+		if !slices.Contains(names, k) {
+			out.brokers[k] = v
+		}
+	}
+	return out
 }
 
 // Broker returns the named secret's broker, if it is brokered.

@@ -56,6 +56,15 @@ type EgressEnforcer interface {
 	EnforcesEgress() bool
 }
 
+// NativeEgress is a provider whose backend enforces an egress allow-list
+// by its own domain rules, with no gateway in the way (the agent gets no
+// proxy, and attempts are not run events). Find it with ProviderAs.
+type NativeEgress interface {
+	// NativeEgress returns nil when the backend enforces list as it is,
+	// or why not (FailedPrecondition, with a hint).
+	NativeEgress(list []string) error
+}
+
 // EgressList returns the policy's egress allow-list (nil for none).
 func (p *Policy) EgressList() []string {
 	if p == nil {

@@ -36,6 +36,11 @@ var gatewayListen = func() string {
 	return "127.0.0.1:" + DefaultGatewayPort
 }()
 
+// gatewayPublicURL is where the user exposes the gateway for remote
+// sandboxes (--gateway-public-url, CORRAL_GATEWAY_PUBLIC_URL); "" for
+// nowhere.
+var gatewayPublicURL = os.Getenv("CORRAL_GATEWAY_PUBLIC_URL")
+
 // startGateway serves the egress gateway for the definitions' brokered
 // secrets and egress allow-lists until ctx ends: on listen (loopback, for
 // local sandboxes), where the host has a docker0 bridge on its address
@@ -46,6 +51,7 @@ var gatewayListen = func() string {
 // already serves is left to it.
 func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definition, listen string, out io.Writer, runner *atomic.Pointer[run.Runner]) (*gateway.Gateway, error) {
 	brokered, egress := false, map[string]string{}
+	var egressDocker *docker.Provider
 	for _, d := range defs {
 		brokered = brokered || len(d.Workspace.SecretsOrEmpty().Brokered()) > 0
 		var dp *docker.Provider
@@ -54,7 +60,7 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 			if err != nil {
 				return nil, err
 			}
-			egress["docker"] = ip
+			egress["docker"], egressDocker = ip, dp
 		}
 	}
 	if !brokered && len(egress) == 0 {
@@ -91,7 +97,20 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 		}
 		return false
 	})
-	g, err := gateway.New(gateway.Options{Key: key, Runs: st, Reach: reach, EgressReach: egressReach, Logger: logger(), OnRequest: note,
+	// A proxy request without credentials is the run's whose container
+	// has its source address on corral-egress.
+	var identify func(context.Context, string) (string, bool)
+	if egressDocker != nil {
+		identify = func(ctx context.Context, ip string) (string, bool) {
+			key, ok := egressDocker.EgressSandbox(ctx, ip)
+			if r := runner.Load(); ok && r != nil {
+				return r.RunOfSandbox(key)
+			}
+			return "", false
+		}
+	}
+	g, err := gateway.New(gateway.Options{Key: key, Runs: st, Reach: reach, EgressReach: egressReach, PublicURL: gatewayPublicURL, Identify: identify,
+		Logger: logger(), OnRequest: note,
 		Definition: func(id string) (*sandbox.Definition, bool) { d, ok := byID[id]; return d, ok }})
 	if err != nil {
 		return nil, err
@@ -102,6 +121,17 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 	}
 	for _, a := range egressReach {
 		listeners[a] = g.Forward()
+	}
+	// The allow-list's DNS, on the egress network's address (port 53:
+	// Docker's resolver forwards there); without it, outside names do
+	// not resolve in the sandbox at all.
+	for _, ip := range egress {
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, "53"))
+		if err != nil {
+			fmt.Fprintf(out, "corral: egress gateway: no DNS for allow-listed names on %s (%v); names resolve only through the proxy\n", ip, err)
+			continue
+		}
+		go g.ServeDNS(ctx, pc)
 	}
 	for a, h := range listeners {
 		ln, err := net.Listen("tcp", a)
@@ -164,8 +194,13 @@ func printBrokered(out io.Writer, def *sandbox.Definition, where string) {
 	if len(allow) > 0 {
 		fmt.Fprintf(out, "corral: egress allow-list: the sandbox may reach only %s (through the gateway)\n", strings.Join(allow, ", "))
 	}
+	secrets := def.Workspace.SecretsOrEmpty()
 	for _, n := range b.Names {
-		fmt.Fprintf(out, "corral: secret %s is brokered: the sandbox holds a placeholder; the value goes only to %s\n", n, strings.Join(b.Hosts[n], ", "))
+		fb := ""
+		if br, _ := secrets.Broker(n); br.Fallback == sandbox.BrokerFallbackEnv {
+			fb = " (fallback env: where the gateway is out of the sandbox's reach, the value is in its environment; the run's start says so)"
+		}
+		fmt.Fprintf(out, "corral: secret %s is brokered: the sandbox holds a placeholder; the value goes only to %s%s\n", n, strings.Join(b.Hosts[n], ", "), fb)
 	}
 	fmt.Fprintf(out, "corral: egress gateway: %s\n", where)
 }

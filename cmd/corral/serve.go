@@ -201,6 +201,7 @@ visit cannot use it.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7777", "address to listen on")
+	cmd.Flags().StringVar(&gatewayPublicURL, "gateway-public-url", gatewayPublicURL, "a URL at which you expose the egress gateway (a tunnel, an ingress) for remote sandboxes' brokered secrets (env CORRAL_GATEWAY_PUBLIC_URL)")
 	cmd.Flags().StringVar(&gwListen, "gateway-listen", gatewayListen, "the egress gateway's loopback address, for brokered secrets (its port is also served on the docker0 bridge)")
 	cmd.Flags().StringVar(&storeURL, "store", "", "state store: sqlite:PATH (default under "+displayStateDir()+") or postgres://…")
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a sandbox definition file (repeatable; default ./"+config.DefaultFile+" or the built-in local definition)")

@@ -356,10 +356,14 @@ func (p *Provider) create(ctx context.Context, op, image string, opts sandbox.Cr
 		hc.NetworkMode = "none"
 	case len(opts.Egress) > 0:
 		// The allow-list is the gateway's: the container's only way out.
-		if _, err := p.EgressGateway(ctx); err != nil {
+		gw, err := p.EgressGateway(ctx)
+		if err != nil {
 			return nil, err
 		}
 		hc.NetworkMode = container.NetworkMode(EgressNetwork)
+		// Docker's embedded resolver forwards outside names to the
+		// gateway's DNS there, which answers listed names only.
+		hc.DNS = []netip.Addr{netip.MustParseAddr(gw)}
 	default:
 		hc.ExtraHosts = p.opts.ExtraHosts
 		if len(p.opts.Ports) > 0 {

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"net/netip"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -44,4 +45,30 @@ func (p *Provider) EgressGateway(ctx context.Context) (string, error) {
 		}
 	}
 	return "", sandbox.Wrap(sandbox.Unavailable, "docker.egress", EgressNetwork, errors.New("the network has no IPv4 gateway"))
+}
+
+// EgressSandbox returns the sandbox key (LabelKey) of the corral container
+// that has ip on EgressNetwork, so the egress gateway can name the run of
+// a proxy request that came without credentials.
+func (p *Provider) EgressSandbox(ctx context.Context, ip string) (string, bool) {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return "", false
+	}
+	res, err := p.cli.NetworkInspect(ctx, EgressNetwork, client.NetworkInspectOptions{})
+	if err != nil {
+		return "", false
+	}
+	for id, ep := range res.Network.Containers {
+		if ep.IPv4Address.Addr() != addr.Unmap() && ep.IPv6Address.Addr() != addr {
+			continue
+		}
+		c, err := p.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err != nil || c.Container.Config == nil || c.Container.Config.Labels[LabelManaged] != "true" {
+			return "", false
+		}
+		key := c.Container.Config.Labels[LabelKey]
+		return key, key != ""
+	}
+	return "", false
 }

@@ -25,6 +25,10 @@
 // either E2B's id or the key. CreateOptions.Env never reaches envVars or
 // metadata: it stays in the handle and travels with each command
 // (TestSecretsPerCommand). NetworkDeny is allow_internet_access=false.
+// An egress allow-list (CreateOptions.Egress) is E2B's own domain rules:
+// network.allowOut the listed names, denyOut ALL_TRAFFIC; E2B matches
+// names on ports 80 and 443 only, so a list entry on another port is
+// refused at run start (sandbox.NativeEgress, TestEgressTranslated).
 //
 // # envd (header X-Access-Token, Connect-RPC)
 //

@@ -167,6 +167,16 @@ func (p *Provider) create(ctx context.Context, template string, opts sandbox.Cre
 	if p.opts.AllowPublicTraffic != nil {
 		body.Network = &NetworkConfig{AllowPublicTraffic: p.opts.AllowPublicTraffic}
 	}
+	if len(opts.Egress) > 0 {
+		allow, err := egressAllowOut(opts.Egress)
+		if err != nil {
+			return nil, err
+		}
+		if body.Network == nil {
+			body.Network = &NetworkConfig{}
+		}
+		body.Network.AllowOut, body.Network.DenyOut = allow, []string{allTraffic}
+	}
 	var sb Sandbox
 	req := cloudhttp.Request{Op: Name + ".create", ID: key, Method: http.MethodPost, Path: "/v2/sandboxes", JSON: body}
 	err := p.c.Create(ctx, req, &sb, func(ctx context.Context) (bool, error) {

@@ -2,6 +2,7 @@ package e2b_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +88,32 @@ func createRaw(t *testing.T, f interface{ URL() string }) string {
 		t.Fatal(err)
 	}
 	return sb.SandboxID
+}
+
+// TestEgressTranslated: an egress allow-list becomes E2B's domain rules
+// (allowOut, denyOut ALL_TRAFFIC; ports 80 and 443 dropped), and an entry
+// on another port is refused, since E2B filters names on those two only.
+func TestEgressTranslated(t *testing.T) {
+	ctx := hangGuard(t)
+	f := newFake(t)
+	p, _ := newProvider(t, f, e2b.Options{Timeout: 10 * time.Minute})
+	create(t, ctx, p, sandbox.CreateOptions{ID: "eg-1", Egress: []string{"api.anthropic.com", "*.npmjs.org:443", "api.anthropic.com:80"}})
+	var body e2b.NewSandbox
+	for _, b := range f.Bodies() {
+		if b.Route == "create" {
+			if err := json.Unmarshal(b.Body, &body); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := body.Network; n == nil || strings.Join(n.AllowOut, ",") != "api.anthropic.com,*.npmjs.org" || strings.Join(n.DenyOut, ",") != "0.0.0.0/0" {
+		t.Fatalf("network %+v", body.Network)
+	}
+	var ne sandbox.NativeEgress
+	if !sandbox.ProviderAs(p, &ne) {
+		t.Fatal("e2b is not a sandbox.NativeEgress")
+	}
+	if err := ne.NativeEgress([]string{"db.example.com:5432"}); sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "ports 80 and 443") {
+		t.Errorf("a list entry on port 5432: %v", err)
+	}
 }

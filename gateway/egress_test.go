@@ -12,6 +12,7 @@ import (
 
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness/command"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
@@ -32,6 +33,7 @@ echo "connect-denied: $(connect denied.test)"
 echo "dns-allowed: $(nslookup -timeout=2 -retry=1 allowed.test 2>&1 | grep -c 192.0.2.10)"
 echo "dns-denied: $(nslookup -timeout=2 -retry=1 denied.test >/dev/null 2>&1 && echo answered || echo failed)"
 echo "direct: [$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 1.1.1.1 80 2>&1 | head -c 100)]"
+echo "host-service: [$(printf 'hello\n' | nc -w 2 "$host" "$HOST_SERVICE_PORT" 2>&1 | head -c 100)]"
 `
 
 // TestEgressAllowListDocker puts a container under policy.network.allow:
@@ -64,8 +66,31 @@ func TestEgressAllowListDocker(t *testing.T) {
 	}
 	def := &sandbox.Definition{ID: "eg", Provider: sandbox.Guard(p, sandbox.GuardOptions{}),
 		Policy: &sandbox.Policy{Egress: []string{"allowed.test"}, Default: sandbox.Allow}}
+	// A host service listening on all addresses, as databases and dev
+	// servers do: reachable at the egress network's gateway address
+	// unless the host fences the network off (FenceEgressHost).
+	hostSvc, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hostSvc.Close() })
+	go func() {
+		for {
+			c, err := hostSvc.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("host-service-answered\n"))
+			c.Close()
+		}
+	}()
+	_, hostPort, _ := net.SplitHostPort(hostSvc.Addr().String())
 	k := newKitDial(t, def, map[string]string{"egress:docker": egressIP + ":0", "dns:docker": egressIP + ":53"}, dial, nil)
-	rec, text := k.complete(t, run.StartRequest{Definition: "eg", Thread: "th-egress", Harness: command.Name, Args: []string{"sh", "-c", egressAgent}})
+	if k.fenceErr != nil {
+		testutil.Unavailable(t, "the egress network's host fence: "+k.fenceErr.Error())
+	}
+	rec, text := k.complete(t, run.StartRequest{Definition: "eg", Thread: "th-egress", Harness: command.Name, Args: []string{"sh", "-c", egressAgent},
+		Env: map[string]string{"HOST_SERVICE_PORT": hostPort}})
 	t.Logf("agent:\n%s", text)
 	for _, want := range []string{
 		"plain-allowed: HTTP/1.1 200 OK body-of-allowed.test",
@@ -85,6 +110,9 @@ func TestEgressAllowListDocker(t *testing.T) {
 	}
 	if strings.Contains(text, "body-of-denied") {
 		t.Error("the refused host answered")
+	}
+	if strings.Contains(text, "host-service-answered") {
+		t.Error("a host service listening on all addresses answered the sandbox at the egress network's gateway address")
 	}
 	var allowed, refused []string
 	for len(k.recs) > 0 {

@@ -39,6 +39,9 @@ type kit struct {
 	jdir   string // the journals' directory
 	def    *sandbox.Definition
 	recs   chan gateway.Record
+	// fenceErr is why the egress network's host fence is missing (not
+	// root, no iptables), or nil.
+	fenceErr error
 }
 
 // newKit starts a gateway and a runner. listen maps provider names to the
@@ -133,6 +136,19 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 		ctx, cancel := context.WithCancel(context.Background())
 		go k.g.ServeDNS(ctx, pc)
 		t.Cleanup(cancel)
+	}
+	if a := egress["docker"]; a != "" && dp != nil {
+		// As corral serve does: the egress network reaches no host port
+		// but the proxy's and DNS.
+		_, port, _ := net.SplitHostPort(a)
+		n, _ := strconv.Atoi(port)
+		if err := dp.FenceEgressHost(ctx, n); err != nil {
+			k.fenceErr = err
+		} else {
+			t.Cleanup(func() { // the test's port only; the chain stays for corral serve
+				_ = exec.Command("iptables", "-w", "-D", docker.EgressFenceChain, "-p", "tcp", "--dport", port, "-j", "ACCEPT").Run()
+			})
+		}
 	}
 	for _, ln := range lns {
 		var h http.Handler = k.g

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -148,6 +149,15 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 			<-ctx.Done()
 			_ = srv.Close()
 		}()
+	}
+	// The egress network reaches no host port but the proxy's and DNS:
+	// otherwise a host service listening on all addresses answers it.
+	if egressDocker != nil {
+		if n, err := strconv.Atoi(port); err == nil {
+			if err := egressDocker.FenceEgressHost(ctx, n); err != nil {
+				fmt.Fprintf(out, "corral: egress gateway: %v\n", err)
+			}
+		}
 	}
 	return g, nil
 }

@@ -246,20 +246,9 @@ func TestRealClaudeThroughRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs = follow(t, r, ctx, rec2.ID)
-	text = ""
-	var session2 string
-	for _, e := range evs {
-		switch {
-		case e.Type == event.TextMessageContent:
-			text += e.Delta
-		case e.Type == event.Custom && e.Name == event.SessionStarted:
-			var s event.Session
-			_ = json.Unmarshal(e.Value, &s)
-			session2 = s.ID
-		case e.Type == event.Custom && e.Name == claudecode.ResumeFailed:
-			t.Errorf("the session was not resumed: %s", e.Value)
-		}
+	text, session2, failed := turnText(t, ctx, r, rec2.ID)
+	if failed {
+		t.Error("the session was not resumed")
 	}
 	if text != "resumed" || session2 != session {
 		t.Errorf("second run: text %q session %q (first %q)", text, session2, session)

@@ -29,7 +29,7 @@ var record = flag.Bool("record", false, "run the real claude against the fake mo
 
 // quietEnv keeps the CLI off the network beyond the fake model and out of
 // the real home directory.
-func quietEnv(t *testing.T) map[string]string {
+func quietEnv(t testing.TB) map[string]string {
 	t.Helper()
 	return map[string]string{
 		"HOME": t.TempDir(),
@@ -134,7 +134,7 @@ func localHandle(t *testing.T) sandbox.Handle {
 	return h
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)

@@ -33,7 +33,7 @@ type warmEnv struct {
 	env      map[string]string
 }
 
-func newWarmEnv(t *testing.T, script fakemodel.Script) *warmEnv {
+func newWarmEnv(t testing.TB, script fakemodel.Script) *warmEnv {
 	t.Helper()
 	bin := testutil.AgentBin(t, "claude")
 	srv := fakemodel.New(t, script)
@@ -68,7 +68,7 @@ func newWarmEnv(t *testing.T, script fakemodel.Script) *warmEnv {
 	return w
 }
 
-func (w *warmEnv) runner(t *testing.T) *run.Runner {
+func (w *warmEnv) runner(t testing.TB) *run.Runner {
 	t.Helper()
 	r, err := run.New(w.st, []*sandbox.Definition{w.def}, []harness.Harness{claudecode.Harness{}}, run.Options{
 		PollInterval: 50 * time.Millisecond, JournalDir: w.journals, LeaseTTL: 2 * time.Second})
@@ -79,7 +79,7 @@ func (w *warmEnv) runner(t *testing.T) *run.Runner {
 	return r
 }
 
-func (w *warmEnv) start(t *testing.T, ctx context.Context, r *run.Runner, prompt string) store.Run {
+func (w *warmEnv) start(t testing.TB, ctx context.Context, r *run.Runner, prompt string) store.Run {
 	t.Helper()
 	rec, err := r.Start(ctx, run.StartRequest{Definition: "claude", Thread: "th", Harness: claudecode.Name, Prompt: prompt, Model: "claude-sonnet-4-5", Env: w.env, Options: w.opts})
 	if err != nil {
@@ -89,7 +89,7 @@ func (w *warmEnv) start(t *testing.T, ctx context.Context, r *run.Runner, prompt
 }
 
 // keeperPid is the pid the thread's keeper directory records (0: none).
-func (w *warmEnv) keeperPid(t *testing.T) int {
+func (w *warmEnv) keeperPid(t testing.TB) int {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(w.journals, claudecode.WarmDirPrefix+"*", "pid"))
 	if len(files) != 1 {
@@ -123,7 +123,7 @@ func sessionProcs(sid int) []int {
 	return out
 }
 
-func (w *warmEnv) killKeepers(t *testing.T) {
+func (w *warmEnv) killKeepers(t testing.TB) {
 	t.Helper()
 	if pid := w.keeperPid(t); pid > 0 {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)

@@ -27,6 +27,8 @@
 //     anything in a sandbox without node (corral's permission tool needs
 //     it); "best-effort" runs it with Claude Code's own rules instead (see
 //     below), and the run's policy.unenforced event says what that misses.
+//   - warm: "true" keeps the CLI running between the thread's runs and
+//     hands it each next prompt (see warm.go); default "false".
 //
 // # Permissions
 //

@@ -27,6 +27,8 @@
 //     anything in a sandbox without node (corral's permission tool needs
 //     it); "best-effort" runs it with Claude Code's own rules instead (see
 //     below), and the run's policy.unenforced event says what that misses.
+//   - warm: "true" keeps the CLI running between the thread's runs and
+//     hands it each next prompt (see warm.go); default "false".
 //
 // # Permissions
 //
@@ -161,7 +163,7 @@ const ResumeFailed = "session.resume_failed"
 // auth.
 var hostScrub = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"}
 
-var knownOptions = map[string]bool{"executable": true, "baseURL": true, "permissionMode": true, "isSandbox": true, "partialMessages": true, OptPolicy: true, OptApprovalWait: true, OptAnswerPoll: true}
+var knownOptions = map[string]bool{"executable": true, "baseURL": true, "permissionMode": true, "isSandbox": true, "partialMessages": true, OptPolicy: true, OptApprovalWait: true, OptAnswerPoll: true, OptWarm: true}
 
 var validModes = map[string]bool{"acceptEdits": true, "auto": true, ModeBypass: true, "manual": true, ModeDontAsk: true, "plan": true, ModeDefault: true}
 
@@ -193,7 +195,7 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown option %s (known: answerPoll, approvalWait, baseURL, executable, isSandbox, partialMessages, permissionMode, policy)", strings.Join(unknown, ", "))
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "unknown option %s (known: answerPoll, approvalWait, baseURL, executable, isSandbox, partialMessages, permissionMode, policy, warm)", strings.Join(unknown, ", "))
 	}
 	if err := checkMCPServers(req); err != nil {
 		return harness.Invocation{}, err
@@ -203,6 +205,12 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		return harness.Invocation{}, err
 	}
 	opt := func(k string) string { return strings.TrimSpace(req.Options[k]) }
+	warm := false
+	if v := opt(OptWarm); v != "" {
+		if warm, err = strconv.ParseBool(v); err != nil {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "warm must be true or false")
+		}
+	}
 	exe := strings.Fields(opt("executable"))
 	if len(exe) == 0 {
 		exe = []string{"claude"}
@@ -375,6 +383,7 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	}
 
 	// Session resume.
+	resume, note := "", ""
 	if req.Session != "" {
 		if !sessionRE.MatchString(req.Session) {
 			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "malformed session id %q", req.Session)
@@ -384,14 +393,25 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 			return harness.Invocation{}, err
 		}
 		if found {
-			args = append(args, "--resume", req.Session)
+			resume = req.Session
 		} else {
-			// Say so in the journal, then run the CLI in the same process.
-			note := mustJSON(map[string]any{"type": "corral", "subtype": "resume_failed", "session_id": req.Session})
-			prefix = append([]string{"sh", "-c", `printf '%s\n' "$1"; shift; exec "$@"`, "corral-claude", note}, prefix...)
+			note = mustJSON(map[string]any{"type": "corral", "subtype": "resume_failed", "session_id": req.Session})
 		}
 	}
 	args = append(args, req.Args...)
+	if warm && !pm.promptTool && len(servers) == 0 && pluginDir == "" && req.ThreadID != "" && req.RunDir != "" {
+		inv, ok, err := prepareWarm(ctx, h, req, warmTurn{args: append(prefix, args...), env: env, session: resume, note: note, instr: instructions})
+		if ok || err != nil {
+			return inv, err
+		}
+	}
+	if resume != "" {
+		args = append(args, "--resume", resume)
+	}
+	if note != "" {
+		// Say so in the journal, then run the CLI in the same process.
+		prefix = append([]string{"sh", "-c", `printf '%s\n' "$1"; shift; exec "$@"`, "corral-claude", note}, prefix...)
+	}
 	cmd := sandbox.Command{Args: append(prefix, args...), Env: env}
 	if err := cmd.Validate(); err != nil {
 		return harness.Invocation{}, err

@@ -29,7 +29,7 @@ var record = flag.Bool("record", false, "run the real claude against the fake mo
 
 // quietEnv keeps the CLI off the network beyond the fake model and out of
 // the real home directory.
-func quietEnv(t *testing.T) map[string]string {
+func quietEnv(t testing.TB) map[string]string {
 	t.Helper()
 	return map[string]string{
 		"HOME": t.TempDir(),
@@ -134,7 +134,7 @@ func localHandle(t *testing.T) sandbox.Handle {
 	return h
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
@@ -246,20 +246,9 @@ func TestRealClaudeThroughRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs = follow(t, r, ctx, rec2.ID)
-	text = ""
-	var session2 string
-	for _, e := range evs {
-		switch {
-		case e.Type == event.TextMessageContent:
-			text += e.Delta
-		case e.Type == event.Custom && e.Name == event.SessionStarted:
-			var s event.Session
-			_ = json.Unmarshal(e.Value, &s)
-			session2 = s.ID
-		case e.Type == event.Custom && e.Name == claudecode.ResumeFailed:
-			t.Errorf("the session was not resumed: %s", e.Value)
-		}
+	text, session2, failed := turnText(t, ctx, r, rec2.ID)
+	if failed {
+		t.Error("the session was not resumed")
 	}
 	if text != "resumed" || session2 != session {
 		t.Errorf("second run: text %q session %q (first %q)", text, session2, session)

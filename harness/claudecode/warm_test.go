@@ -1,0 +1,279 @@
+package claudecode_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/claudecode"
+	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+	"github.com/d10ffeed/corral/store/memstore"
+)
+
+// warmEnv is a runner pair's world for warm-session tests: one store, one
+// journal directory (where the keeper directories live), a local provider.
+type warmEnv struct {
+	st       store.Store
+	def      *sandbox.Definition
+	journals string
+	opts     map[string]string
+	env      map[string]string
+}
+
+func newWarmEnv(t testing.TB, script fakemodel.Script) *warmEnv {
+	t.Helper()
+	bin := testutil.AgentBin(t, "claude")
+	srv := fakemodel.New(t, script)
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, _ := sandbox.NewSecrets(map[string]string{claudecode.APIKeySecret: "sk-ant-fake-key"})
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	w := &warmEnv{
+		st: st, journals: t.TempDir(), env: quietEnv(t),
+		def: &sandbox.Definition{ID: "claude", Provider: p,
+			Workspace: &sandbox.Workspace{Source: &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hi\n"})}, Secrets: secrets}},
+		opts: map[string]string{"executable": bin, "baseURL": srv.URL, "isSandbox": "true", claudecode.OptWarm: "true"},
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			files, _ := filepath.Glob(filepath.Join(w.journals, "*", "*"))
+			more, _ := filepath.Glob(filepath.Join(w.journals, "*"))
+			for _, f := range append(files, more...) {
+				if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() {
+					continue
+				}
+				if b, err := os.ReadFile(f); err == nil {
+					t.Logf("%s:\n%.3000s", f, b)
+				}
+			}
+		}
+		w.killKeepers(t)
+	})
+	return w
+}
+
+func (w *warmEnv) runner(t testing.TB) *run.Runner {
+	t.Helper()
+	r, err := run.New(w.st, []*sandbox.Definition{w.def}, []harness.Harness{claudecode.Harness{}}, run.Options{
+		PollInterval: 50 * time.Millisecond, JournalDir: w.journals, LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
+
+func (w *warmEnv) start(t testing.TB, ctx context.Context, r *run.Runner, prompt string) store.Run {
+	t.Helper()
+	rec, err := r.Start(ctx, run.StartRequest{Definition: "claude", Thread: "th", Harness: claudecode.Name, Prompt: prompt, Model: "claude-sonnet-4-5", Env: w.env, Options: w.opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// keeperPid is the pid the thread's keeper directory records (0: none).
+func (w *warmEnv) keeperPid(t testing.TB) int {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(w.journals, claudecode.WarmDirPrefix+"*", "pid"))
+	if len(files) != 1 {
+		return 0
+	}
+	b, _ := os.ReadFile(files[0])
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// sessionProcs lists the live processes in the session sid.
+func sessionProcs(sid int) []int {
+	var out []int
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(s[i+1:]) // state ppid pgrp session ...
+		if len(fields) > 3 && fields[0] != "Z" && fields[3] == strconv.Itoa(sid) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func (w *warmEnv) killKeepers(t testing.TB) {
+	t.Helper()
+	if pid := w.keeperPid(t); pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+// turnText follows a run to its end and returns its text, session and
+// whether the session failed to resume.
+func turnText(t *testing.T, ctx context.Context, r *run.Runner, id string) (text, session string, resumeFailed bool) {
+	t.Helper()
+	for _, e := range follow(t, r, ctx, id) {
+		switch {
+		case e.Type == event.TextMessageContent:
+			text += e.Delta
+		case e.Type == event.Custom && e.Name == event.SessionStarted:
+			var s event.Session
+			_ = json.Unmarshal(e.Value, &s)
+			session = s.ID
+		case e.Type == event.Custom && e.Name == claudecode.ResumeFailed:
+			resumeFailed = true
+		}
+	}
+	return text, session, resumeFailed
+}
+
+// untilText follows a run until its first text arrives.
+func untilText(ctx context.Context, r *run.Runner, id string) {
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	_ = r.Follow(fctx, id, 0, func(e store.Event) error {
+		if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent {
+			stop()
+		}
+		return nil
+	})
+}
+
+// TestWarmSession: with option warm=true, the thread's second run is
+// served by the process that ran its first (same pid), with the right
+// answer in the same session; a keeper SIGKILLed between turns is replaced
+// on the next turn, which resumes the session with the right answer.
+func TestWarmSession(t *testing.T) {
+	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: "two"}, {Text: "three"}}})
+	r := w.runner(t)
+	ctx := testCtx(t)
+
+	rec := w.start(t, ctx, r, "First?")
+	text, session, _ := turnText(t, ctx, r, rec.ID)
+	pid := w.keeperPid(t)
+	if text != "one" || session == "" || pid == 0 {
+		t.Fatalf("first turn: text %q session %q keeper %d", text, session, pid)
+	}
+	rec = w.start(t, ctx, r, "Second?")
+	text, session2, failed := turnText(t, ctx, r, rec.ID)
+	if text != "two" || session2 != session || failed || w.keeperPid(t) != pid || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("second turn: text %q session %q (first %q) resume failed %v keeper %d (first %d)", text, session2, session, failed, w.keeperPid(t), pid)
+	}
+
+	// The keeper dies between turns: the next turn starts a new one that
+	// resumes the session.
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	rec = w.start(t, ctx, r, "Third?")
+	text, session3, failed := turnText(t, ctx, r, rec.ID)
+	pid3 := w.keeperPid(t)
+	if text != "three" || session3 != session || failed || pid3 == pid || pid3 == 0 {
+		t.Fatalf("after the kill: text %q session %q (first %q) resume failed %v keeper %d (killed %d)", text, session3, session, failed, pid3, pid)
+	}
+	t.Logf("turns 1-2 on keeper %d; killed; turn 3 on keeper %d, session %s resumed", pid, pid3, session)
+}
+
+// TestWarmCancel: cancelling a warm turn mid-answer ends the run and
+// leaves no process of the keeper's session behind.
+func TestWarmCancel(t *testing.T) {
+	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: strings.Repeat("slow words ", 400)}}, Delay: 20 * time.Millisecond, ChunkSize: 4})
+	r := w.runner(t)
+	ctx := testCtx(t)
+	rec := w.start(t, ctx, r, "Talk.")
+	untilText(ctx, r, rec.ID)
+	pid := w.keeperPid(t)
+	if pid == 0 || len(sessionProcs(pid)) == 0 {
+		t.Fatalf("no live keeper mid-turn (pid %d)", pid)
+	}
+	if _, err := r.Cancel(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Wait(ctx, rec.ID)
+	final, _, _ := w.st.GetRun(ctx, rec.ID)
+	if final.Status != store.RunCancelled {
+		t.Errorf("status %s, want cancelled", final.Status)
+	}
+	// SIGKILL is delivered at once, the exit takes a moment: a generous
+	// hang guard, not a timing verdict.
+	left := sessionProcs(pid)
+	for deadline := time.Now().Add(10 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = sessionProcs(pid) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		t.Errorf("processes of the keeper's session survived the cancel: %v", left)
+	}
+}
+
+// TestWarmTakeover: a warm turn whose driving runner goes away mid-answer
+// (it closes, dropping its driver and lease, as the takeover tests do) is
+// taken over by another runner on the same store and delivered once: every
+// stored event delivered in order, one RUN_FINISHED, the whole answer.
+func TestWarmTakeover(t *testing.T) {
+	answer := strings.Repeat("word ", 200)
+	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: answer}}, Delay: 10 * time.Millisecond, ChunkSize: 8})
+	a, b := w.runner(t), w.runner(t)
+	ctx := testCtx(t)
+	rec := w.start(t, ctx, a, "First?")
+	if text, _, _ := turnText(t, ctx, a, rec.ID); text != "one" {
+		t.Fatalf("first turn: %q", text)
+	}
+	pid := w.keeperPid(t)
+	rec = w.start(t, ctx, a, "Second?")
+	untilText(ctx, a, rec.ID)
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	if err := b.Attach(ctx, rec.ID, 0, func(e store.Event) error { seqs = append(seqs, e.Seq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := w.st.ReadEvents(ctx, rec.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	finished := 0
+	for i, e := range stored {
+		if e.Seq != int64(i+1) || i >= len(seqs) || seqs[i] != e.Seq {
+			t.Fatalf("event %d has seq %d (delivered %v)", i+1, e.Seq, seqs)
+		}
+		ev, _ := event.Unmarshal(e.Data)
+		if ev.Type == event.TextMessageContent {
+			text += ev.Delta
+		}
+		if ev.Type == event.RunFinished {
+			finished++
+		}
+	}
+	final, _, _ := w.st.GetRun(ctx, rec.ID)
+	if final.Status != store.RunCompleted || final.DriverEpoch < 2 || len(seqs) != len(stored) || finished != 1 || text != answer || w.keeperPid(t) != pid {
+		t.Errorf("status %s epoch %d, delivered %d of %d, %d RUN_FINISHED, text %d bytes (want %d), keeper %d (was %d)",
+			final.Status, final.DriverEpoch, len(seqs), len(stored), finished, len(text), len(answer), w.keeperPid(t), pid)
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,8 +15,10 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/journal"
 )
 
 // claudeScript is what the fake model plays in the Claude crash test: one
@@ -99,6 +103,13 @@ func containsLine(lines []string, s string) bool {
 // the environment the corral processes run with.
 func claudeCrashConfig(t *testing.T) (string, []string) {
 	t.Helper()
+	return claudeConfigWith(t, "policy:\n  commands: {allow: [\"echo *\"], deny: [\"rm *\"]}\n  default: deny\n")
+}
+
+// claudeConfigWith is claudeCrashConfig with the given policy section
+// ("" for none).
+func claudeConfigWith(t *testing.T, policy string) (string, []string) {
+	t.Helper()
 	dir := t.TempDir()
 	repo := testutil.BareRepo(t, map[string]string{"README.md": "crash test\n"})
 	yaml := fmt.Sprintf(`id: claude-crash
@@ -109,10 +120,7 @@ workspace:
   source: {git: %q}
   secrets:
     ANTHROPIC_API_KEY: {env: CORRAL_TEST_ANTHROPIC_KEY}
-policy:
-  commands: {allow: ["echo *"], deny: ["rm *"]}
-  default: deny
-`, filepath.Join(dir, "sandboxes"), repo)
+%s`, filepath.Join(dir, "sandboxes"), repo, policy)
 	p := filepath.Join(dir, "corral.yaml")
 	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -291,4 +299,60 @@ func normalizedLog(t *testing.T, cfg string, env []string, id string) []string {
 		t.Errorf("the run ended with %s", out[len(out)-1])
 	}
 	return out
+}
+
+// TestClaudeWarmCrashTakeover is TestClaudeCrashTakeover for a warm
+// session (--option warm=true; no policy, so the turn can run warm): the
+// thread's first turn starts the kept Claude Code process, the second is
+// handed to it, and "corral run" is SIGKILLed in the middle of that
+// second turn's answer. "corral attach --from 0" must then deliver the
+// log of an uninterrupted warm second turn of another thread, event for
+// event, once each.
+func TestClaudeWarmCrashTakeover(t *testing.T) {
+	bin := testutil.AgentBin(t, "claude")
+	if !harnessRegistered(t, "claude-code") {
+		t.Skip("this corral has no claude-code harness registered (cmd/corral/harnesses.go)")
+	}
+	var answer strings.Builder
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&answer, "Line %02d of the answer.\n", i)
+	}
+	srv := fakemodel.New(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "Ready."}, {Text: answer.String()}},
+		Delay: 25 * time.Millisecond, ChunkSize: 12})
+	cfg, env := claudeConfigWith(t, "")
+	opts := []string{"--harness", "claude-code", "--model", "claude-sonnet-4-5", "--auth", "api-key",
+		"--option", "executable=" + bin, "--option", "baseURL=" + srv.URL, "--option", "warm=true", "--option", "isSandbox=true"}
+	// keeper is the pid of the thread's kept Claude Code process.
+	keeper := func(thread string) string {
+		t.Helper()
+		sum := sha256.Sum256([]byte(thread))
+		dir := filepath.Join(journal.DefaultDir, claudecode.WarmDirPrefix+hex.EncodeToString(sum[:8]))
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if err != nil {
+			t.Fatalf("thread %s has no kept process: %v", thread, err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	claudeRun(t, cfg, env, "warm-clean", opts, nil)
+	first := keeper("warm-clean")
+	want := normalizedLog(t, cfg, env, claudeRun(t, cfg, env, "warm-clean", opts, nil))
+	if k := keeper("warm-clean"); k != first {
+		t.Fatalf("the second turn ran in process %s, the first in %s: not warm", k, first)
+	}
+	claudeRun(t, cfg, env, "warm-crash", opts, nil)
+	first = keeper("warm-crash")
+	id := claudeRun(t, cfg, env, "warm-crash", opts, func(stdout string, _ []string) bool { return strings.Contains(stdout, "Line 05") })
+	if k := keeper("warm-crash"); k != first {
+		t.Fatalf("the killed turn ran in process %s, the first in %s: not warm", k, first)
+	}
+	got := normalizedLog(t, cfg, env, id)
+	if len(got) != len(want) {
+		t.Fatalf("the log holds %d events, an uninterrupted warm turn %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("event %d differs:\n got %s\nwant %s", i+1, got[i], want[i])
+		}
+	}
 }

@@ -63,15 +63,7 @@ func TestClaudeCrashTakeover(t *testing.T) {
 	} {
 		t.Run(kill.name, func(t *testing.T) {
 			id := claudeRun(t, cfg, env, "crash-"+strings.ReplaceAll(kill.name, " ", "-"), opts, kill.at)
-			got := normalizedLog(t, cfg, env, id)
-			if len(got) != len(want) {
-				t.Fatalf("the log holds %d events, an uninterrupted run %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
-			}
-			for i := range want {
-				if got[i] != want[i] {
-					t.Fatalf("event %d differs:\n got %s\nwant %s", i+1, got[i], want[i])
-				}
-			}
+			sameLog(t, normalizedLog(t, cfg, env, id), want)
 		})
 	}
 }
@@ -346,9 +338,15 @@ func TestClaudeWarmCrashTakeover(t *testing.T) {
 	if k := keeper("warm-crash"); k != first {
 		t.Fatalf("the killed turn ran in process %s, the first in %s: not warm", k, first)
 	}
-	got := normalizedLog(t, cfg, env, id)
+	sameLog(t, normalizedLog(t, cfg, env, id), want)
+}
+
+// sameLog fails unless a taken-over run's normalized log equals that of
+// the uninterrupted run, event for event.
+func sameLog(t *testing.T, got, want []string) {
+	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("the log holds %d events, an uninterrupted warm turn %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+		t.Fatalf("the log holds %d events, an uninterrupted run %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
 	}
 	for i := range want {
 		if got[i] != want[i] {

@@ -275,7 +275,13 @@ func TestPeerTable(t *testing.T) {
 	if want("claude") {
 		// isSandbox: this machine is disposable (as the peer's IS_SANDBOX=1
 		// says): Claude Code runs as root in bypass mode on both sides.
-		claudeOpts := map[string]string{"executable": e.claude, "baseURL": model.URL, "isSandbox": "true"}
+		// warm: corral keeps the thread's Claude Code process between its
+		// turns, as the peer keeps its agent (PEER_CLAUDE_WARM=false for
+		// corral's cold turns).
+		claudeOpts := map[string]string{"executable": e.claude, "baseURL": model.URL, "isSandbox": "true", "warm": "true"}
+		if os.Getenv("PEER_CLAUDE_WARM") == "false" {
+			delete(claudeOpts, "warm")
+		}
 		var nextC, nextP []time.Duration
 		var nextCErr, nextPErr error
 		alternate("Claude Code, first turn: first text",

@@ -22,15 +22,7 @@ func TestEgressNetworkPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := newProvider(t, kubernetes.Options{EgressPolicy: kubernetes.EgressNetworkPolicy})
-	h, err := p.Create(ctx, sandbox.CreateOptions{Egress: []string{"203.0.113.7:443", "198.51.100.2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = h.Destroy(ctx)
-	})
+	h := create(t, p, sandbox.CreateOptions{Egress: []string{"203.0.113.7:443", "198.51.100.2"}})
 	pod := livePod(t, ctx, p, h)
 	nps := k8stest.Client(t).NetworkingV1().NetworkPolicies(p.Namespace())
 	np, err := nps.Get(ctx, h.ID()+"-egress", metav1.GetOptions{})

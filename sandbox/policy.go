@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -287,4 +289,33 @@ func (p *Policy) Resolve(req ApprovalRequest, scripts map[string]string, decisio
 		return Resolution{ID: id, Decision: Deny}
 	}
 	return Resolution{ID: id, Decision: Deny, NeedsApproval: true}
+}
+
+// EgressEntry is an allow-list entry taken apart, for providers that
+// translate the list into their own rules.
+type EgressEntry struct {
+	// Host is the name in lower case ("*.domain" for a wildcard), or the
+	// address without brackets.
+	Host string
+	// Port is the entry's port; 0 for any.
+	Port int
+	// IP is the address when Host is an IP address (zero otherwise).
+	IP netip.Addr
+}
+
+// ParseEgressEntry takes an entry of a validated allow-list apart
+// ("host", "host:port", "*.domain", "1.2.3.4", "[::1]:443").
+func ParseEgressEntry(e string) EgressEntry {
+	host, port := strings.ToLower(strings.TrimSpace(e)), ""
+	switch {
+	case strings.HasPrefix(host, "["):
+		if i := strings.IndexByte(host, ']'); i > 0 {
+			host, port = host[1:i], strings.TrimPrefix(host[i+1:], ":")
+		}
+	case strings.Count(host, ":") == 1:
+		host, port, _ = strings.Cut(host, ":")
+	}
+	n, _ := strconv.Atoi(port)
+	ip, _ := netip.ParseAddr(host)
+	return EgressEntry{Host: host, Port: n, IP: ip}
 }

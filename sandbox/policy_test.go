@@ -81,3 +81,23 @@ func TestResolveApprovals(t *testing.T) {
 		t.Error("a network deny is handed to the provider")
 	}
 }
+
+func TestParseEgressEntry(t *testing.T) {
+	for _, c := range []struct {
+		in, host string
+		port     int
+		ip       bool
+	}{
+		{"API.anthropic.com", "api.anthropic.com", 0, false},
+		{"*.npmjs.org:443", "*.npmjs.org", 443, false},
+		{"10.1.2.3", "10.1.2.3", 0, true},
+		{"10.1.2.3:5432", "10.1.2.3", 5432, true},
+		{"[2001:db8::1]:443", "2001:db8::1", 443, true},
+		{"2001:db8::1", "2001:db8::1", 0, true},
+	} {
+		got := sandbox.ParseEgressEntry(c.in)
+		if got.Host != c.host || got.Port != c.port || got.IP.IsValid() != c.ip {
+			t.Errorf("%s: %+v", c.in, got)
+		}
+	}
+}

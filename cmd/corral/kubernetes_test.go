@@ -145,14 +145,15 @@ func TestKubernetesCrashTakeover(t *testing.T) {
 	}
 }
 
-// TestKubernetesShapeFlags: the kubernetes provider's workspace, ports and
-// deny flags reach its options (a bad value is refused before the cluster
+// TestKubernetesShapeFlags: the kubernetes provider's workspace, ports,
+// deny and egress flags reach its options (a bad value is refused before the cluster
 // is contacted, naming the option).
 func TestKubernetesShapeFlags(t *testing.T) {
 	for _, c := range []struct{ flag, value, want string }{
 		{"--k8s-workspace", "nfs", "Options.Workspace"},
 		{"--k8s-ports", "nodeport", "Options.Ports"},
 		{"--k8s-deny", "iptables", "Options.DenyEnforcement"},
+		{"--k8s-egress", "cilium", "Options.EgressPolicy"},
 	} {
 		_, errOut, code := corral(t, "sandbox", "ls", "--provider", "kubernetes", "--kubeconfig", "/nonexistent", c.flag, c.value)
 		if code == 0 || !strings.Contains(errOut, c.want) {

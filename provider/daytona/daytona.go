@@ -139,6 +139,12 @@ func (p *Provider) create(ctx context.Context, opts sandbox.CreateOptions, snaps
 	}
 	req := CreateSandbox{Name: name, Snapshot: snapshot, Labels: labels, Env: map[string]string{}, Target: p.opts.Target,
 		AutoStopInterval: p.opts.AutoStopInterval, NetworkBlockAll: opts.Network == sandbox.NetworkDeny}
+	if len(opts.Egress) > 0 {
+		var err error
+		if req.NetworkAllowList, req.DomainAllowList, err = egressLists(opts.Egress); err != nil {
+			return nil, err
+		}
+	}
 	if p.opts.Ephemeral {
 		zero := 0
 		req.AutoDeleteInterval = &zero

@@ -100,6 +100,11 @@
 // killableProcesses, snapshots, networkPolicy (networkBlockAll),
 // durableFilesystem; not writableStdin, fork or ownProcessTable (the fake's
 // sandboxes are host processes; Daytona's are containers, unmeasured here).
+// An egress allow-list (CreateOptions.Egress) is Daytona's own firewall:
+// IPv4 entries become networkAllowList (/32 CIDRs, at most 5), names and
+// *. wildcards domainAllowList; the lists have no ports, so an entry with
+// a port (or an IPv6 address) is refused at run start (sandbox.NativeEgress,
+// TestEgressTranslated; the fake checks the lists' form, enforces nothing).
 //
 // Known gap, to be settled by the live suite: the real daemon labels
 // output line by line through a shell read loop (a last line without a

@@ -61,7 +61,9 @@ func runSDK(t *testing.T, apiURL string) map[string]json.RawMessage {
 // stdout and stderr apart, reads a session, kills a background command's
 // group, makes a folder, writes, reads, lists, stats and deletes files,
 // gets a preview and a signed preview URL, takes a snapshot and deletes it
-// by name, stops and starts the sandbox and destroys it.
+// by name, stops and starts the sandbox, creates one with egress allow
+// lists (read back as sent; an entry with a port is a 400) and destroys
+// it.
 func TestOfficialSDK(t *testing.T) {
 	s := newFake(t)
 	out := runSDK(t, s.APIURL())
@@ -81,6 +83,8 @@ func TestOfficialSDK(t *testing.T) {
 		"deleteSnapshot": `true`,
 		"stopStart":      `"started"`,
 		"destroy":        `"DaytonaNotFoundError:404"`,
+		"allowLists":     `{"networkAllowList":"203.0.113.7/32","domainAllowList":"api.anthropic.com,*.npmjs.org"}`,
+		"badAllowList":   `"DaytonaValidationError:400"`,
 	}
 	for k, v := range want {
 		if got := string(out[k]); got != v {

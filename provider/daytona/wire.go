@@ -12,6 +12,8 @@ type CreateSandbox struct {
 	AutoStopInterval   *int              `json:"autoStopInterval,omitempty"`
 	AutoDeleteInterval *int              `json:"autoDeleteInterval,omitempty"`
 	NetworkBlockAll    bool              `json:"networkBlockAll,omitempty"`
+	NetworkAllowList   string            `json:"networkAllowList,omitempty"`
+	DomainAllowList    string            `json:"domainAllowList,omitempty"`
 }
 
 // Sandbox is the part of the API's Sandbox (and SandboxListItem) corral

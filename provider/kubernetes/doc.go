@@ -35,5 +35,8 @@
 //
 // What a plain cluster does not give is not claimed: no snapshots or
 // forks, no network gate (a NetworkPolicy's enforcement depends on the
-// cluster's network plugin).
+// cluster's network plugin). For the same reason an egress allow-list is
+// refused unless Options.EgressPolicy is networkpolicy (the user trusts
+// their plugin); then its IP entries become a NetworkPolicy of ipBlocks
+// and a host name is refused (see egress.go).
 package kubernetes

@@ -104,6 +104,11 @@ type Options struct {
 	// is cut off: DenyBoth (default), DenyInit or DenyNetworkPolicy (see
 	// network.go).
 	DenyEnforcement DenyEnforcement
+	// EgressPolicy is how an egress allow-list is enforced: EgressRefuse
+	// (default: refused, since a NetworkPolicy is only as good as the
+	// network plugin) or EgressNetworkPolicy (a NetworkPolicy of ipBlocks,
+	// trusting the plugin; see egress.go).
+	EgressPolicy EgressPolicy
 	// Mode is how sandboxes are made: ModePods (default), a Pod each, or
 	// ModeSandbox, a SandboxClaim each through agent-sandbox (see
 	// agentsandbox.go).

@@ -28,12 +28,19 @@ const pollEvery = 50 * time.Millisecond
 // corral's labels and opts.Labels; opts.Env is kept in the handle and
 // sent with every command, never in the Pod spec. An existing Pod of that
 // name is AlreadyExists. A Pod that cannot start within
-// Options.StartTimeout is deleted and the error names why.
+// Options.StartTimeout is deleted and the error names why. An egress
+// allow-list becomes the sandbox's egress NetworkPolicy (egress.go), or is
+// refused.
 func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sandbox.Handle, error) {
 	const op = "kubernetes.create"
 	for k := range opts.Env {
 		if err := sandbox.ValidateEnvName(k); err != nil {
 			return nil, err
+		}
+	}
+	if len(opts.Egress) > 0 {
+		if err := p.NativeEgress(opts.Egress); err != nil {
+			return nil, err // refused before anything is made
 		}
 	}
 	name := newName()
@@ -98,6 +105,12 @@ func (p *Provider) createPod(ctx context.Context, op, name string, opts sandbox.
 	undo := func() {
 		p.deleteQuietly(ctx, name, created.UID)
 		extras()
+	}
+	if len(opts.Egress) > 0 {
+		if err := p.ensureEgressPolicy(ctx, op, name, opts.Egress); err != nil {
+			undo()
+			return nil, nil, err
+		}
 	}
 	if denied(created) {
 		if err := p.ensureDenyPolicy(ctx, op, name, created); err != nil {

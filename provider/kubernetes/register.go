@@ -33,12 +33,14 @@ func init() {
 			{Name: "k8s-mode", Usage: "pods (default: a Pod per sandbox) or sandbox (a SandboxClaim per sandbox, agent-sandbox)"},
 			{Name: "k8s-workspace", Usage: "emptyDir (default) or pvc (a PersistentVolumeClaim per sandbox: files outlive the Pod; pods mode)"},
 			{Name: "k8s-ports", Usage: "portforward (default: through the API server) or service (a ClusterIP Service per port)"},
+			{Name: "k8s-egress", Usage: "networkpolicy: enforce an egress allow-list of IP addresses with a NetworkPolicy, trusting the network plugin (default: refuse allow-lists)"},
 			{Name: "k8s-deny", Usage: "how a denied network is enforced: both (default), init (an init container takes the interfaces down; needs NET_ADMIN) or networkpolicy (up to the network plugin)"},
 		},
 		Open: func(v registry.Values, o registry.OpenOptions) (sandbox.Provider, error) {
 			return New(Options{Kubeconfig: v["kubeconfig"], Context: v["context"], Namespace: v["namespace"],
 				Image: v["image"], Mode: Mode(v["k8s-mode"]), Workspace: Workspace(v["k8s-workspace"]),
-				Ports: PortsMode(v["k8s-ports"]), DenyEnforcement: DenyEnforcement(v["k8s-deny"]), Logger: o.Logger})
+				Ports: PortsMode(v["k8s-ports"]), DenyEnforcement: DenyEnforcement(v["k8s-deny"]),
+				EgressPolicy: EgressPolicy(v["k8s-egress"]), Logger: o.Logger})
 		},
 	})
 }
@@ -85,6 +87,7 @@ type Section struct {
 	WorkspaceSize    string            `yaml:"workspaceSize"`
 	Ports            string            `yaml:"ports"`
 	DenyEnforcement  string            `yaml:"denyEnforcement"`
+	EgressPolicy     string            `yaml:"egressPolicy"`
 }
 
 // Toleration is one entry of the section's tolerations, as in a Pod spec.
@@ -161,6 +164,7 @@ func (s *Section) Provider(o registry.BuildOptions) (sandbox.Provider, error) {
 		Labels: s.Labels, Annotations: s.Annotations, Mode: Mode(s.Mode), Template: s.Template, WarmPool: s.WarmPool,
 		Workspace: Workspace(s.Workspace), StorageClass: s.StorageClass, WorkspaceSize: s.WorkspaceSize,
 		Ports: PortsMode(s.Ports), DenyEnforcement: DenyEnforcement(s.DenyEnforcement),
-		Logger: o.Logger,
+		EgressPolicy: EgressPolicy(s.EgressPolicy),
+		Logger:       o.Logger,
 	})
 }

@@ -128,6 +128,9 @@ func checkShape(opts *Options) error {
 	default:
 		return fmt.Errorf("Options.DenyEnforcement %q: want networkpolicy, init or both", opts.DenyEnforcement)
 	}
+	if opts.EgressPolicy != EgressRefuse && opts.EgressPolicy != EgressNetworkPolicy {
+		return fmt.Errorf("Options.EgressPolicy %q: want networkpolicy or empty (refuse allow-lists)", opts.EgressPolicy)
+	}
 	for _, s := range opts.ImagePullSecrets {
 		if errs := validation.IsDNS1123Subdomain(s); len(errs) > 0 {
 			return fmt.Errorf("Options.ImagePullSecrets %q: %s", s, strings.Join(errs, "; "))

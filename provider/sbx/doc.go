@@ -15,7 +15,11 @@
 //     before the sandbox first starts, RESOURCES one comma-separated
 //     argument (Options.AllowNetwork, Options.DenyNetwork); NetworkDeny is
 //     a per-sandbox deny of "**" (deny rules win over allows, so deny with
-//     an allow list is refused).
+//     an allow list is refused). An egress allow-list (CreateOptions.Egress)
+//     is one more per-sandbox allow rule, sbx taking corral's forms as
+//     they are, but only with Options.EgressDefaultDenied: per-sandbox
+//     allows add to the machine's default policy, which corral cannot
+//     read, so without that promise the list is refused (egress.go).
 //   - resume and list: `sbx ls --json` ({"sandboxes":[{name, agent,
 //     status, ports, workspaces}]}, a banner line before it skipped); a
 //     name not listed is NotFound; a stopped sandbox starts on its next

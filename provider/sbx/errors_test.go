@@ -144,15 +144,7 @@ func TestNetworkPolicy(t *testing.T) {
 	f := newFake(t)
 	ctx := hangGuard(t)
 	p := newProvider(t, f, sbx.Options{AllowNetwork: []string{"api.anthropic.com", "*.npmjs.org"}, DenyNetwork: []string{"ads.example.com"}})
-	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "net"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Destroy(hangGuard(t), h.ID()) })
-	rec, ok := sbxfake.Lookup(f.state, h.ID())
-	if !ok {
-		t.Fatal("no fake record")
-	}
+	rec := createRecorded(t, f, p, sandbox.CreateOptions{ID: "net"})
 	got := []string{}
 	for _, r := range rec.Policies {
 		got = append(got, r.Decision+" "+strings.Join(r.Resources, ","))

@@ -32,6 +32,9 @@ type Section struct {
 	StateDir     string   `yaml:"stateDir"`
 	AllowNetwork []string `yaml:"allowNetwork"`
 	DenyNetwork  []string `yaml:"denyNetwork"`
+	// EgressDefaultDenied vouches that the machine's default network
+	// policy is deny-all, so an egress allow-list can be enforced.
+	EgressDefaultDenied bool `yaml:"egressDefaultDenied"`
 }
 
 // Provider builds the provider the section describes.
@@ -45,7 +48,8 @@ func (s *Section) Provider(o registry.BuildOptions) (sandbox.Provider, error) {
 		bin = o.RelPath(bin)
 	}
 	p, err := New(Options{Binary: bin, Agent: s.Agent, Template: s.Template, CPUs: s.CPUs, Memory: s.Memory,
-		StateDir: state, AllowNetwork: s.AllowNetwork, DenyNetwork: s.DenyNetwork, Logger: o.Logger})
+		StateDir: state, AllowNetwork: s.AllowNetwork, DenyNetwork: s.DenyNetwork,
+		EgressDefaultDenied: s.EgressDefaultDenied, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -85,11 +89,13 @@ func init() {
 			{Name: "memory", Usage: "memory for the sandbox, e.g. 4g (default sbx's)"},
 			{Name: "allow-network", Usage: "hosts the sandbox may reach, comma-separated (sbx policy allow network)"},
 			{Name: "deny-network", Usage: "hosts the sandbox may not reach, comma-separated (sbx policy deny network)"},
+			{Name: "sbx-egress-default-denied", Usage: "true: the machine's default sbx network policy is deny-all, so an egress allow-list becomes the sandbox's allow rules (default: refuse allow-lists)"},
 			{Name: "network", Usage: `"none" denies the sandbox's network (sbx policy deny network "**")`},
 		},
 		Open: func(v registry.Values, o registry.OpenOptions) (sandbox.Provider, error) {
 			s := Section{Binary: v["binary"], Agent: v["agent"], Template: v["template"], Memory: v["memory"],
-				AllowNetwork: splitList(v["allow-network"]), DenyNetwork: splitList(v["deny-network"])}
+				AllowNetwork: splitList(v["allow-network"]), DenyNetwork: splitList(v["deny-network"]),
+				EgressDefaultDenied: v["sbx-egress-default-denied"] == "true"}
 			if c := v["cpus"]; c != "" {
 				n, err := strconv.Atoi(c)
 				if err != nil || n < 1 {

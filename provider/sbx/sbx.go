@@ -57,6 +57,12 @@ type Options struct {
 	// network --sandbox` before the sandbox first starts.
 	AllowNetwork []string
 	DenyNetwork  []string
+	// EgressDefaultDenied says the machine's default network policy is
+	// deny-all (`sbx policy set-default deny-all`, no broad global
+	// allows), so an egress allow-list added as the sandbox's allow rules
+	// is its only way out. Without it an allow-list is refused (see
+	// egress.go); corral cannot read the machine's default back.
+	EgressDefaultDenied bool
 	// Env is added to the environment of every sbx invocation (never the
 	// commands' own variables, which go through an env file).
 	Env []string
@@ -216,6 +222,11 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 	if err != nil {
 		return nil, err
 	}
+	egress, err := p.egressRule(opts.Egress)
+	if err != nil {
+		return nil, err
+	}
+	rules = append(egress, rules...)
 	if err := os.MkdirAll(p.state, 0o755); err != nil {
 		return nil, sandbox.Wrap(sandbox.Internal, op, name, err)
 	}

@@ -22,6 +22,10 @@
 // Tags mark corral's sandboxes (corral=1, corral-key=<key>) for
 // `corral sandbox ls/prune --provider vercel`. Runtimes: node24
 // (default), node22, python3.13. Network deny is {"mode": "deny-all"}.
+// An egress allow-list (CreateOptions.Egress) is Vercel's own firewall:
+// networkPolicy {allow: [names, *.wildcards], subnets: {allow: [ip/32]}},
+// everything else denied; the format has no ports, so an entry with a
+// port is refused at run start (sandbox.NativeEgress, TestEgressTranslated).
 //
 // # Wire calls
 //

@@ -75,20 +75,22 @@ func TestOfficialSDK(t *testing.T) {
 	s := newFake(t)
 	out := runSDK(t, s)
 	want := map[string]string{
-		"create":      `{"name":"sdk-check","status":"running","runtime":"node22","persistent":true}`,
-		"getByName":   `true`,
-		"domain":      `"https://sdk-check-3000.vercel.run"`,
-		"exec":        `{"exitCode":3,"stdout":"hello\n","stderr":"oops\n"}`,
-		"stream":      `{"stdout":"line1\nline2\nline3\n","stderr":"err\n","exitCode":0}`,
-		"file":        `"file content\n"`,
-		"missing":     `null`,
-		"list":        `["a.txt"]`,
-		"mkdirExists": `"400:mkdir sdk: File exists"`,
-		"kill":        `{"exitCode":137,"grandchild":"running"}`,
-		"snapshot":    `{"status":"created","sandboxStatus":"stopped"}`,
-		"resumed":     `true`,
-		"restore":     `"file content\n"`,
-		"destroy":     `"APIError:404"`,
+		"create":        `{"name":"sdk-check","status":"running","runtime":"node22","persistent":true}`,
+		"getByName":     `true`,
+		"domain":        `"https://sdk-check-3000.vercel.run"`,
+		"exec":          `{"exitCode":3,"stdout":"hello\n","stderr":"oops\n"}`,
+		"stream":        `{"stdout":"line1\nline2\nline3\n","stderr":"err\n","exitCode":0}`,
+		"file":          `"file content\n"`,
+		"missing":       `null`,
+		"list":          `["a.txt"]`,
+		"mkdirExists":   `"400:mkdir sdk: File exists"`,
+		"kill":          `{"exitCode":137,"grandchild":"running"}`,
+		"snapshot":      `{"status":"created","sandboxStatus":"stopped"}`,
+		"resumed":       `true`,
+		"restore":       `"file content\n"`,
+		"destroy":       `"APIError:404"`,
+		"networkPolicy": `{"allow":["api.anthropic.com","*.npmjs.org"],"subnets":{"allow":["203.0.113.7/32"]}}`,
+		"badPolicy":     `"APIError:400"`,
 	}
 	for k, v := range want {
 		if got := string(out[k]); got != v {

@@ -175,8 +175,15 @@ func (p *Provider) create(ctx context.Context, opts sandbox.CreateOptions, snaps
 	if p.opts.Vcpus > 0 {
 		req.Resources = &Resources{Vcpus: p.opts.Vcpus}
 	}
-	if opts.Network == sandbox.NetworkDeny {
+	switch {
+	case opts.Network == sandbox.NetworkDeny:
 		req.NetworkPolicy = map[string]string{"mode": "deny-all"}
+	case len(opts.Egress) > 0:
+		np, err := egressPolicy(opts.Egress)
+		if err != nil {
+			return nil, err
+		}
+		req.NetworkPolicy = np
 	}
 	if snapshot != "" {
 		req.Source = &Source{Type: "snapshot", SnapshotID: snapshot}

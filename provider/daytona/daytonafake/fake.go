@@ -77,6 +77,7 @@ type sandbox struct {
 	autoStop  int
 	autoDel   *int
 	blockAll  bool
+	network   Network
 	public    bool
 	user      string
 	updatedAt time.Time
@@ -244,6 +245,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	if err := checkNetwork(req.NetworkAllowList, req.DomainAllowList); err != nil {
+		apiError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	name := req.Name
 	s.mu.Lock()
 	for _, d := range s.sandboxes {
@@ -285,7 +290,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		user = "daytona"
 	}
 	d := &sandbox{sb: sb, state: "started", snapshot: req.Snapshot, labels: maps.Clone(sb.Labels), env: maps.Clone(req.Env),
-		autoStop: 15, autoDel: req.AutoDeleteInterval, blockAll: req.NetworkBlockAll, public: req.Public, user: user,
+		autoStop: 15, autoDel: req.AutoDeleteInterval, blockAll: req.NetworkBlockAll, public: req.Public,
+		network: Network{BlockAll: req.NetworkBlockAll, NetworkAllowList: req.NetworkAllowList, DomainAllowList: req.DomainAllowList}, user: user,
 		updatedAt: time.Now().UTC(), sessions: map[string]*session{}}
 	if d.env == nil {
 		d.env = map[string]string{}
@@ -312,6 +318,12 @@ func (s *Server) dto(d *sandbox, full bool) map[string]any {
 		"autoStopInterval": d.autoStop, "autoArchiveInterval": 10080, "createdAt": created,
 		"updatedAt": d.updatedAt.Format(time.RFC3339Nano), "lastActivityAt": d.updatedAt.Format(time.RFC3339Nano),
 		"sandboxClass": "container", "backupState": "None",
+	}
+	if d.network.NetworkAllowList != "" {
+		m["networkAllowList"] = d.network.NetworkAllowList
+	}
+	if d.network.DomainAllowList != "" {
+		m["domainAllowList"] = d.network.DomainAllowList
 	}
 	if d.autoDel != nil {
 		m["autoDeleteInterval"] = *d.autoDel

@@ -85,6 +85,15 @@ async function main() {
   await sb.start()
   step('stopStart', sb.state)
 
+  // An egress allow-list as corral sends it: the SDK passes both lists,
+  // the fake answers them back; a list entry with a port is a 400.
+  const nw = await daytona.create({ name: 'sdk-check-net', language: 'typescript', networkAllowList: '203.0.113.7/32', domainAllowList: 'api.anthropic.com,*.npmjs.org' })
+  step('allowLists', { networkAllowList: nw.networkAllowList, domainAllowList: nw.domainAllowList })
+  await nw.delete()
+  let badList = ''
+  try { await daytona.create({ name: 'sdk-check-badnet', language: 'typescript', domainAllowList: 'db.example.com:5432' }) } catch (e) { badList = `${e.constructor.name}:${e.statusCode}` }
+  step('badAllowList', badList)
+
   await sb.delete()
   let goneErr = ''
   try { await daytona.get(sb.id) } catch (e) { goneErr = `${e.constructor.name}:${e.statusCode}` }

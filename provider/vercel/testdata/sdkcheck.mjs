@@ -70,6 +70,16 @@ step('restore', await rr.stdout())
 await restored.delete()
 await snap.delete()
 
+// An egress allow-list as corral sends it: the SDK converts it
+// (toAPINetworkPolicy), the fake answers the custom form, and the SDK
+// reads it back (fromAPINetworkPolicy). A domain with a port is refused.
+const np = await Sandbox.create({ ...creds, name: 'sdk-check-policy', networkPolicy: { allow: ['api.anthropic.com', '*.npmjs.org'], subnets: { allow: ['203.0.113.7/32'] } } })
+step('networkPolicy', np.networkPolicy)
+await np.delete()
+let badPolicy = ''
+try { await Sandbox.create({ ...creds, name: 'sdk-check-badpolicy', networkPolicy: { allow: ['db.example.com:5432'] } }) } catch (e) { badPolicy = `${e.constructor.name}:${e.response?.status}` }
+step('badPolicy', badPolicy)
+
 await sb.stop()
 await sb.delete()
 let gone = ''

@@ -46,7 +46,6 @@
 package vercelfake
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -85,7 +84,7 @@ type sandbox struct {
 	timeout    int64
 	ports      []int
 	tags       map[string]string
-	policy     json.RawMessage
+	policy     *apiPolicy
 	vcpus      int
 	created    time.Time
 	updated    time.Time
@@ -271,18 +270,11 @@ func (se *session) json() map[string]any {
 }
 
 // policyJSON is the policy as the API answers it ({mode} or "custom").
-func policyJSON(raw json.RawMessage) any {
-	if len(raw) == 0 {
+func policyJSON(p *apiPolicy) any {
+	if p == nil {
 		return nil
 	}
-	var m map[string]any
-	if json.Unmarshal(raw, &m) != nil {
-		return nil
-	}
-	if _, ok := m["mode"]; ok {
-		return m
-	}
-	return map[string]any{"mode": "custom"}
+	return p
 }
 
 // sandboxJSON is the API's Sandbox.

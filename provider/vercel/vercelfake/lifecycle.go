@@ -77,6 +77,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "bad_request", "the fake restores snapshot sources only, not %q", body.Source.Type)
 		return
 	}
+	policy, err := parsePolicy(body.NetworkPolicy)
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "bad_request", "%v", err)
+		return
+	}
 	name := body.Name
 	if name == "" {
 		name = "sandbox-" + randHex(12)
@@ -111,7 +116,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now()
 	sb := &sandbox{sb: fsb, name: name, persistent: body.Persistent == nil || *body.Persistent, runtime: body.Runtime,
-		timeout: body.Timeout, ports: body.Ports, tags: body.Tags, policy: body.NetworkPolicy, vcpus: 2, created: now, updated: now}
+		timeout: body.Timeout, ports: body.Ports, tags: body.Tags, policy: policy, vcpus: 2, created: now, updated: now}
 	if body.Persistent == nil {
 		// @vercel/sandbox 3.x: sandboxes are persistent unless told.
 		sb.persistent = true

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/kubernetes"
 	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
 	"github.com/d10ffeed/corral/sandbox"
@@ -29,7 +30,7 @@ func TestPortsService(t *testing.T) {
 	p := newProvider(t, kubernetes.Options{Ports: kubernetes.PortsService})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 	sh(t, ctx, h, "mkdir -p www && echo served > www/index.html")
 	pr, err := h.Spawn(ctx, sandbox.Command{Shell: "httpd -f -p 8080 -h www"})
 	if err != nil {

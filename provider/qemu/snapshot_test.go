@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/qemu"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -57,7 +58,7 @@ func waitFile(t testing.TB, ctx context.Context, h sandbox.Handle, name string) 
 func TestSnapshotRunningProcess(t *testing.T) {
 	p := newProvider(t, qemu.Options{})
 	ctx := context.Background()
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 	// A process that needs the VM's memory to go on: its counter lives
 	// only in the shell's memory until it writes the final line.
 	proc, err := h.Spawn(ctx, sandbox.Command{Shell: `i=0; touch started; while [ $i -lt 30 ]; do i=$((i+1)); sleep 0.1; done; echo "counted $i in $$" > done`})
@@ -142,7 +143,7 @@ func TestDestroyDeadVM(t *testing.T) {
 func TestResumeDeadVMBootsDisks(t *testing.T) {
 	p := newProvider(t, qemu.Options{})
 	ctx := context.Background()
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 	shOut(t, ctx, h, "echo kept > f; sync")
 	_ = syscall.Kill(qemu.PID(p, h.ID()), syscall.SIGKILL)
 	for qemu.PID(p, h.ID()) != 0 {

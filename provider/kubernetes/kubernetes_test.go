@@ -123,22 +123,11 @@ func TestSandboxModeWarmPoolClaim(t *testing.T) {
 	// served from the pool: its controller is quick).
 	first := testutil.Create(t, p, sandbox.CreateOptions{})
 	// Wait for the pool's pod to run, then claim it.
-	deadline := time.Now().Add(time.Minute)
-	var h sandbox.Handle
-	for {
+	testutil.WaitFor(t, ctx, "the warm pool's one pod to run", 100*time.Millisecond, func(ctx context.Context) (bool, error) {
 		pods, err := k8stest.Client(t).CoreV1().Pods(p.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: "agents.x-k8s.io/pool"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the warm pool's pod did not run within a minute (%d pods)", len(pods.Items))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	h = testutil.Create(t, p, sandbox.CreateOptions{ID: "warm key/1"})
+		return err == nil && len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning, err
+	})
+	h := testutil.Create(t, p, sandbox.CreateOptions{ID: "warm key/1"})
 	pod, _ := kubernetes.PodName(h)
 	firstPod, _ := kubernetes.PodName(first)
 	t.Logf("first claim %s on pod %s; warm claim %s on pod %s", first.ID(), firstPod, h.ID(), pod)

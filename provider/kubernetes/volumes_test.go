@@ -59,20 +59,10 @@ func TestPortsService(t *testing.T) {
 		t.Errorf("service metadata %+v", svc.ObjectMeta)
 	}
 	// The EndpointSlice controller puts the Pod behind the Service.
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testutil.WaitFor(t, ctx, "the service's endpoints to hold the pod's address "+pod.Status.PodIP, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		sl, err := cs.DiscoveryV1().EndpointSlices(p.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slicesHold(sl.Items, pod.Status.PodIP) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the service's endpoints %+v never held the pod's address %s", sl.Items, pod.Status.PodIP)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil && slicesHold(sl.Items, pod.Status.PodIP), err
+	})
 	// The Service's endpoint (the Pod's address, reached from the node
 	// once it has an address on the pod bridge) serves; the host reaches
 	// the cluster IP only where kube-proxy runs.
@@ -181,16 +171,10 @@ func TestWorkspacePVC(t *testing.T) {
 	if err := cs.CoreV1().Pods(p.Namespace()).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := cs.CoreV1().Pods(p.Namespace()).Get(ctx, old.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the pod was not deleted")
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	testutil.WaitFor(t, ctx, "the deletion of pod "+old.Name, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Pods(p.Namespace()).Get(ctx, old.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 	list, err := p.List(ctx, map[string]string{kubernetes.LabelSandboxID: h.ID()})
 	if err != nil || len(list) != 1 || list[0].State != "Stopped" || list[0].Key != key {
 		t.Errorf("List of a sandbox whose pod is gone: %+v, %v (want one, Stopped)", list, err)

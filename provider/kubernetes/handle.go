@@ -21,7 +21,7 @@ var _ sandbox.Handle = (*handle)(nil)
 func (p *Provider) newHandle(id, pod string) *handle {
 	h := &handle{p: p, id: id, pod: pod}
 	h.Kit = execkit.New(backend{h}, execproc.Options{Provider: Name, ID: id, Root: p.opts.Workdir,
-		KillGrace: p.opts.KillGrace, Logger: p.log})
+		KillGrace: p.opts.KillGrace, Logger: p.log}, nil)
 	return h
 }
 

@@ -30,7 +30,7 @@ var _ sandbox.Handle = (*handle)(nil)
 func (p *Provider) newHandle(v vm, c *vmConfig) *handle {
 	h := &handle{p: p, v: v, c: c, a: agentFor(v, c.ID)}
 	h.Kit = execkit.New(backend{h.a}, execproc.Options{Provider: Name, ID: c.ID, Root: workspace,
-		KillGrace: p.opts.KillGrace, Kill: h.a.kill, Logger: p.log})
+		KillGrace: p.opts.KillGrace, Kill: h.a.kill, Logger: p.log}, nil)
 	return h
 }
 

@@ -1,7 +1,8 @@
 // Package execkit is the exec side of a provider's handle over one
 // execproc.Backend: the process runner, the handle's environment and an
 // execfs file system through the same runner. A handle embeds *Kit for its
-// FS, Exec, Spawn and SetEnv.
+// FS, Exec, Spawn and SetEnv (and may define its own SetEnv over the
+// kit's, as cloudflare does to hand the values to the sandbox too).
 package execkit
 
 import (
@@ -20,11 +21,12 @@ type Kit struct {
 	fs    sandbox.FS
 }
 
-// New returns the kit for b. opts.Env is the kit's environment (empty
-// until SetEnv); the file system is rooted at opts.Root and its commands
-// run with no environment, from "/", as operation "<opts.Provider>.fs".
-func New(b execproc.Backend, opts execproc.Options) *Kit {
-	k := &Kit{env: execproc.NewEnv(nil)}
+// New returns the kit for b. opts.Env is the kit's environment: env (the
+// create-time variables, copied; nil for none), then SetEnv's overlays.
+// The file system is rooted at opts.Root and its commands run with no
+// environment, from "/", as operation "<opts.Provider>.fs".
+func New(b execproc.Backend, opts execproc.Options, env map[string]string) *Kit {
+	k := &Kit{env: execproc.NewEnv(env)}
 	opts.Env = k.env.Copy
 	k.procs = execproc.New(b, opts)
 	op := opts.Provider + ".fs"

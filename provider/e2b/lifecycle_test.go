@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/e2b"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
@@ -15,7 +16,7 @@ import (
 // key, wakes a paused one, SetTimeout moves its end, and the registry's
 // listing and prune see corral's sandboxes only.
 func TestLifecycle(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{Timeout: 10 * time.Minute})
 	h := create(t, ctx, p, sandbox.CreateOptions{ID: "thread-key-1", Network: sandbox.NetworkDeny, Labels: map[string]string{"thread": "t1"}})

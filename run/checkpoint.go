@@ -130,13 +130,9 @@ func (r *Runner) captureOnce(ctx context.Context, def *sandbox.Definition, h san
 		return CheckpointResult{}, err
 	}
 	defer func() { _ = r.store.ReleaseWriter(context.WithoutCancel(ctx), w) }()
-	secrets := def.Workspace.SecretsOrEmpty()
-	var values []string
-	for _, n := range secrets.Names() {
-		if v, ok := secrets.Value(n); ok {
-			values = append(values, v)
-		}
-	}
+	// One list of values to keep out of both the files and the
+	// conversation: the workspace's secrets and the run's tools token.
+	values := secretValues(def.Workspace.SecretsOrEmpty())
 	values = append(values, r.toolsTokenOf(ctx, req.DuringRun)...)
 	blobs := r.blobs()
 	got, err := checkpoint.Capture(ctx, h.FS(), sandbox.WorkspaceRoot, checkpoint.CaptureOptions{
@@ -146,7 +142,7 @@ func (r *Runner) captureOnce(ctx context.Context, def *sandbox.Definition, h san
 	}
 	conv := ""
 	if !retention.Forgets() {
-		if conv, err = r.putConversation(ctx, req.Tenant, req.Thread, blobs, secrets); err != nil {
+		if conv, err = r.putConversation(ctx, req.Tenant, req.Thread, blobs, values); err != nil {
 			return CheckpointResult{}, err
 		}
 	}
@@ -163,6 +159,17 @@ func (r *Runner) captureOnce(ctx context.Context, def *sandbox.Definition, h san
 		return CheckpointResult{}, err
 	}
 	return CheckpointResult{Checkpoint: cp, Skipped: got.Skipped, BlobsPut: got.BlobsPut}, nil
+}
+
+// secretValues are the values of secrets, to redact.
+func secretValues(secrets sandbox.Secrets) []string {
+	var values []string
+	for _, n := range secrets.Names() {
+		if v, ok := secrets.Value(n); ok {
+			values = append(values, v)
+		}
+	}
+	return values
 }
 
 // checkpointRules are the capture and restore rules of def's workspace.
@@ -190,8 +197,8 @@ type ConversationTurn struct {
 }
 
 // putConversation stores the thread's runs and their events as one blob
-// (secret values redacted) and returns its digest.
-func (r *Runner) putConversation(ctx context.Context, tenant, thread string, blobs store.BlobStore, secrets sandbox.Secrets) (string, error) {
+// (the secret values redacted) and returns its digest.
+func (r *Runner) putConversation(ctx context.Context, tenant, thread string, blobs store.BlobStore, secretValues []string) (string, error) {
 	runs, err := r.store.ListRuns(ctx, store.RunFilter{ThreadID: thread, Tenant: tenant})
 	if err != nil {
 		return "", err
@@ -212,13 +219,7 @@ func (r *Runner) putConversation(ctx context.Context, tenant, thread string, blo
 	if err != nil {
 		return "", sandbox.Wrap(sandbox.Internal, "checkpoint.conversation", thread, err)
 	}
-	var values []string
-	for _, n := range secrets.Names() {
-		if v, ok := secrets.Value(n); ok {
-			values = append(values, v)
-		}
-	}
-	data = checkpoint.Redact(data, values)
+	data = checkpoint.Redact(data, secretValues)
 	sum := sha256.Sum256(data)
 	digest := hex.EncodeToString(sum[:])
 	if ok, err := blobs.HasBlob(ctx, digest); err != nil {

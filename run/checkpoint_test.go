@@ -2,6 +2,7 @@ package run_test
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -230,5 +231,39 @@ func TestCheckpointAfterRunAndBeforeDestroy(t *testing.T) {
 	}
 	if got := e.lastOutcome(); got != string(ensure.FromCheckpoint) {
 		t.Fatalf("ensure outcome %q, want checkpoint", got)
+	}
+}
+
+// TestCheckpointConversationRedacted: a secret's value in a run's prompt
+// (kept as it was given in the run's record) does not reach the
+// checkpoint's conversation blob; the rest of the prompt does.
+func TestCheckpointConversationRedacted(t *testing.T) {
+	const value = "sk-conversation-secret-0123456789"
+	secrets, err := sandbox.NewSecrets(map[string]string{"API_TOKEN": value})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newCkptEnv(t, sandbox.Lifecycle{Snapshot: sandbox.SnapshotNone}, func(e *ckptEnv, _ *run.Options) {
+		e.def.Workspace = &sandbox.Workspace{Secrets: secrets}
+	})
+	c := ctx(t)
+	if got := e.runSh(t, "t", "echo ran # "+value); got != "ran" {
+		t.Fatalf("the run printed %q", got)
+	}
+	res, err := e.r.Save(c, run.SaveCheckpoint{Thread: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := e.st.OpenBlob(c, res.Checkpoint.Conversation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), value) || !strings.Contains(string(data), "echo ran") {
+		t.Fatalf("the conversation holds the secret's value, or lost the prompt: %s", data)
 	}
 }

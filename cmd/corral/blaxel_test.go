@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
@@ -23,14 +21,6 @@ func TestBlaxelCrashTakeover(t *testing.T) {
 	t.Cleanup(s.Close)
 	t.Setenv("BL_API_KEY", key)
 	t.Setenv("BL_WORKSPACE", blaxelfake.Workspace)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yaml := fmt.Sprintf("id: crash\nprovider:\n  name: blaxel\n  blaxel: {apiUrl: %s, workdir: \"~/workspace\"}\n", s.APIURL())
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
-	}
+	crashTrials(t, fmt.Sprintf("id: crash\nprovider:\n  name: blaxel\n  blaxel: {apiUrl: %s, workdir: \"~/workspace\"}\n", s.APIURL()), 3)
 	t.Logf("the fake served %d creates, %d gets, %d processes", s.Count("create"), s.Count("get"), s.Count("process"))
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
@@ -22,14 +20,6 @@ func TestCloudflareCrashTakeover(t *testing.T) {
 	}
 	t.Cleanup(s.Close)
 	t.Setenv("CF_BRIDGE_TEST_TOKEN", token)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yaml := fmt.Sprintf("id: crash\nprovider:\n  name: cloudflare\n  cloudflare: {url: %s, tokenEnv: CF_BRIDGE_TEST_TOKEN}\n", s.URL())
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
-	}
+	crashTrials(t, fmt.Sprintf("id: crash\nprovider:\n  name: cloudflare\n  cloudflare: {url: %s, tokenEnv: CF_BRIDGE_TEST_TOKEN}\n", s.URL()), 3)
 	t.Logf("the fake bridge served %d creates, %d gets, %d exec sockets, %d env calls", s.Count("create"), s.Count("get"), s.Count("exec"), s.Count("env"))
 }

@@ -27,36 +27,46 @@ const crashAgent = `i=1; while [ $i -le 10000 ]; do echo $i; [ $((i % 1000)) -eq
 // exactly once, in order, and the run must end with the agent's exit code.
 // CORRAL_CRASH_TRIALS sets the number of trials per provider (default 20).
 func TestCrashTakeover(t *testing.T) {
-	trials := 20
-	if v, err := strconv.Atoi(os.Getenv("CORRAL_CRASH_TRIALS")); err == nil && v > 0 {
-		trials = v
-	}
+	trials := crashTrialsFromEnv(20)
 	for _, prov := range []string{"local", "docker"} {
-		t.Run(prov, func(t *testing.T) {
-			cfg := crashConfig(t, prov)
-			for i := range trials {
-				t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
-			}
-		})
+		t.Run(prov, func(t *testing.T) { crashTrials(t, crashConfig(t, prov), trials) })
 	}
 }
 
-func crashConfig(t *testing.T, prov string) string {
+// crashTrials writes yaml as a corral.yaml and runs crashTrial on it
+// trials times, each a subtest.
+func crashTrials(t *testing.T, yaml string, trials int) {
 	t.Helper()
-	dir := t.TempDir()
-	var yaml string
-	switch prov {
-	case "local":
-		yaml = fmt.Sprintf("id: crash\nprovider:\n  name: local\n  local: {baseDir: %s}\n", filepath.Join(dir, "sandboxes"))
-	case "docker":
-		testutil.NeedDocker(t)
-		yaml = "id: crash\nprovider:\n  name: docker\n  docker: {image: " + testutil.DockerTestImage + "}\n"
-	}
-	p := filepath.Join(dir, "corral.yaml")
-	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+	cfg := filepath.Join(t.TempDir(), "corral.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	for i := range trials {
+		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
+	}
+}
+
+// crashTrialsFromEnv is CORRAL_CRASH_TRIALS when it is a positive number,
+// else def.
+func crashTrialsFromEnv(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("CORRAL_CRASH_TRIALS")); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// crashConfig is the corral.yaml of TestCrashTakeover on prov.
+func crashConfig(t *testing.T, prov string) string {
+	t.Helper()
+	switch prov {
+	case "local":
+		return fmt.Sprintf("id: crash\nprovider:\n  name: local\n  local: {baseDir: %s}\n", filepath.Join(t.TempDir(), "sandboxes"))
+	case "docker":
+		testutil.NeedDocker(t)
+		return "id: crash\nprovider:\n  name: docker\n  docker: {image: " + testutil.DockerTestImage + "}\n"
+	}
+	t.Fatalf("no crash config for %s", prov)
+	return ""
 }
 
 func crashTrial(t *testing.T, cfg string, trial int) {

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,15 +22,7 @@ func TestDaytonaCrashTakeover(t *testing.T) {
 	}
 	t.Cleanup(s.Close)
 	t.Setenv("DAYTONA_API_KEY", key)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yaml := fmt.Sprintf("id: crash\nprovider:\n  name: daytona\n  daytona: {apiUrl: %s}\n", s.APIURL())
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
-	}
+	crashTrials(t, fmt.Sprintf("id: crash\nprovider:\n  name: daytona\n  daytona: {apiUrl: %s}\n", s.APIURL()), 3)
 	t.Logf("the fake served %d creates, %d session commands, %d log streams", s.Count("create"), s.Count("sessionExec"), s.Count("logs"))
 }
 
@@ -58,32 +47,12 @@ func TestDaytonaSandboxCommands(t *testing.T) {
 		t.Fatalf("making another client's sandbox: %v %v", err, resp)
 	}
 	_ = resp.Body.Close()
-	flags := []string{"--provider", "daytona", "--api-url", s.APIURL()}
 	t.Setenv("DAYTONA_API_URL", "")
-	t.Setenv("DAYTONA_API_KEY", "")
-	_, errOut, code := corral(t, append([]string{"exec"}, append(flags, "--", "true")...)...)
-	if code == 0 || !strings.Contains(errOut, "Daytona needs DAYTONA_API_KEY") {
-		t.Fatalf("without a key: exit %d: %s", code, errOut)
-	}
-	t.Setenv("DAYTONA_API_KEY", key)
-	out, errOut, code := corral(t, append([]string{"exec", "--keep"}, append(flags, "--", "sh", "-c", "echo from-daytona; exit 3")...)...)
-	_, after, ok := strings.Cut(errOut, "sandbox kept: ")
-	id, _, _ := strings.Cut(strings.TrimSpace(after), " ")
-	if code != 3 || out != "from-daytona\n" || !ok {
-		t.Fatalf("exec: exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	out, errOut, code = corral(t, append([]string{"sandbox", "ls", "--json"}, flags...)...)
-	var rows []struct {
-		ID  string `json:"id"`
-		Key string `json:"key"`
-	}
-	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].ID != id {
-		t.Fatalf("ls: exit %d, %s %s (want [%s])", code, out, errOut, id)
-	}
-	out, errOut, code = corral(t, append([]string{"sandbox", "prune"}, flags...)...)
+	id, listed, pruned := keptSandbox{name: "daytona", keyEnv: "DAYTONA_API_KEY", key: key, missingKey: "Daytona needs DAYTONA_API_KEY",
+		flags: []string{"--provider", "daytona", "--api-url", s.APIURL()}}.run(t)
 	left := s.Sandboxes("", nil)
-	t.Logf("exec kept %s (key %q); prune: exit %d: %s%s; sandboxes left on the fake %d", id, rows[0].Key, code, out, errOut, len(left))
-	if code != 0 || !strings.Contains(out+errOut, id) || len(left) != 1 || left[0].Name != "not-corral" {
-		t.Fatalf("prune: exit %d: %s %s; left %d", code, out, errOut, len(left))
+	t.Logf("exec kept %s (key %q); prune: %s; sandboxes left on the fake %d", id, listed, pruned, len(left))
+	if len(left) != 1 || left[0].Name != "not-corral" {
+		t.Fatalf("prune left %d sandboxes, want only another client's not-corral", len(left))
 	}
 }

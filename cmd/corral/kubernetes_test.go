@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,10 +110,7 @@ func sandboxCommandsTrial(t *testing.T, mode string) {
 // in Sandbox mode. CORRAL_CRASH_TRIALS sets the number of trials (default
 // 3 per mode).
 func TestKubernetesCrashTakeover(t *testing.T) {
-	trials := 3
-	if v, err := strconv.Atoi(os.Getenv("CORRAL_CRASH_TRIALS")); err == nil && v > 0 {
-		trials = v
-	}
+	trials := crashTrialsFromEnv(3)
 	for _, mode := range []string{"pods", "sandbox"} {
 		t.Run(mode, func(t *testing.T) {
 			kc := k8stest.Require(t)
@@ -124,15 +118,7 @@ func TestKubernetesCrashTakeover(t *testing.T) {
 				k8stest.RequireAgentSandbox(t)
 			}
 			ns := k8stest.Namespace(t)
-			dir := t.TempDir()
-			cfg := filepath.Join(dir, "corral.yaml")
-			yaml := fmt.Sprintf("id: crash\nprovider:\n  name: kubernetes\n  kubernetes: {kubeconfig: %q, namespace: %s, mode: %s}\n", kc, ns, mode)
-			if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			for i := range trials {
-				t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
-			}
+			crashTrials(t, fmt.Sprintf("id: crash\nprovider:\n  name: kubernetes\n  kubernetes: {kubeconfig: %q, namespace: %s, mode: %s}\n", kc, ns, mode), trials)
 			pods, err := k8stest.Client(t).CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 			if err != nil {
 				t.Fatal(err)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/d10ffeed/corral/provider/railway/railwayfake"
@@ -24,14 +22,6 @@ func TestRailwayCrashTakeover(t *testing.T) {
 	t.Setenv("RAILWAY_TOKEN", "")
 	t.Setenv("RAILWAY_API_TOKEN", token)
 	t.Setenv("RAILWAY_ENVIRONMENT_ID", f.EnvironmentID())
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yaml := fmt.Sprintf("id: crash\nprovider:\n  name: railway\n  railway: {endpoint: %s, execEndpoint: %s, workdir: \"~/workspace\"}\n", f.GraphQLURL(), f.ExecWSURL())
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
-	}
+	crashTrials(t, fmt.Sprintf("id: crash\nprovider:\n  name: railway\n  railway: {endpoint: %s, execEndpoint: %s, workdir: \"~/workspace\"}\n", f.GraphQLURL(), f.ExecWSURL()), 3)
 	t.Logf("the fake served %d GraphQL calls, %d exec sockets, %d files sockets; %d sandboxes left", f.Count("graphql"), f.Count("exec"), f.Count("files"), f.Live())
 }

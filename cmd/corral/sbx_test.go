@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -25,14 +24,7 @@ func TestSbxCrashTakeover(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv(sbxfake.StateEnv, state)
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yaml := fmt.Sprintf("id: crash\nprovider:\n  name: sbx\n  sbx: {binary: %s, stateDir: %s}\n", bin, filepath.Join(dir, "sbx-state"))
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
-	}
+	crashTrials(t, fmt.Sprintf("id: crash\nprovider:\n  name: sbx\n  sbx: {binary: %s, stateDir: %s}\n", bin, filepath.Join(dir, "sbx-state")), 3)
 	t.Logf("the fake served %d creates, %d ls, %d execs, %d rm", sbxfake.Count(state, "create"), sbxfake.Count(state, "ls"),
 		sbxfake.Count(state, "exec"), sbxfake.Count(state, "rm"))
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
@@ -24,14 +22,6 @@ func TestSpritesCrashTakeover(t *testing.T) {
 	}
 	t.Cleanup(s.Close)
 	t.Setenv("SPRITES_API_KEY", key)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yaml := fmt.Sprintf("id: crash\nprovider:\n  name: sprites\n  sprites: {apiUrl: %s}\n", s.APIURL())
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
-	}
+	crashTrials(t, fmt.Sprintf("id: crash\nprovider:\n  name: sprites\n  sprites: {apiUrl: %s}\n", s.APIURL()), 3)
 	t.Logf("the fake served %d creates, %d exec sockets, %d kills", s.Count("create"), s.Count("exec"), s.Count("kill"))
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/d10ffeed/corral/provider/upstashbox/upstashboxfake"
@@ -24,14 +22,6 @@ func TestUpstashBoxCrashTakeover(t *testing.T) {
 	}
 	t.Cleanup(f.Close)
 	t.Setenv("UPSTASH_BOX_API_KEY", key)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yaml := fmt.Sprintf("id: crash\nprovider:\n  name: upstashbox\n  upstashbox: {baseUrl: %s, discoverWorkdir: true}\n", f.URL())
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
-	}
+	crashTrials(t, fmt.Sprintf("id: crash\nprovider:\n  name: upstashbox\n  upstashbox: {baseUrl: %s, discoverWorkdir: true}\n", f.URL()), 3)
 	t.Logf("the fake served %d creates, %d HTTP execs, %d sessions", f.Count("create"), f.Count("exec"), f.Count("session"))
 }

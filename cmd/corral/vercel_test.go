@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
@@ -24,14 +22,6 @@ func TestVercelCrashTakeover(t *testing.T) {
 	t.Setenv("VERCEL_TOKEN", token)
 	t.Setenv("VERCEL_TEAM_ID", vercelfake.Team)
 	t.Setenv("VERCEL_PROJECT_ID", vercelfake.Project)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "corral.yaml")
-	yaml := fmt.Sprintf("id: crash\nprovider:\n  name: vercel\n  vercel: {apiUrl: %s, runtime: node22}\n", s.APIURL())
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		t.Run(fmt.Sprint("trial", i), func(t *testing.T) { crashTrial(t, cfg, i) })
-	}
+	crashTrials(t, fmt.Sprintf("id: crash\nprovider:\n  name: vercel\n  vercel: {apiUrl: %s, runtime: node22}\n", s.APIURL()), 3)
 	t.Logf("the fake served %d creates, %d gets, %d commands, %d log re-reads", s.Count("create"), s.Count("get"), s.Count("run"), s.Count("logs"))
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/blaxel"
 	"github.com/d10ffeed/corral/provider/blaxel/blaxelfake"
 	"github.com/d10ffeed/corral/sandbox"
@@ -31,7 +32,7 @@ func requests(s *blaxelfake.Server) int {
 // (createIfNotExists 1, process.exec 1, fs.write 1, fs.read 1).
 func TestRequestCounts(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, blaxel.Options{})
 	count := func(f func() error) int {
 		t.Helper()

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/blaxel"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
@@ -30,7 +31,7 @@ func TestErrors(t *testing.T) {
 		t.Logf("missing %s: %v", tc.want, err)
 	}
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	good, _ := newProvider(t, s, blaxel.Options{})
 	h, err := good.Create(ctx, sandbox.CreateOptions{ID: "errors-case"})
 	if err != nil {
@@ -74,7 +75,7 @@ func TestErrors(t *testing.T) {
 // (the sandbox's configuration) and never the command text.
 func TestSecretsStayOutOfConfiguration(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, blaxel.Options{})
 	const canary, canary2 = "canary-secret-9d8e7f", "canary-later-1a2b3c"
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "secrets-case", Env: map[string]string{"CORRAL_CANARY": canary}})
@@ -117,7 +118,7 @@ func TestSecretsStayOutOfConfiguration(t *testing.T) {
 // (label corral=1), with their keys; prune deletes them.
 func TestListAndPrune(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, blaxel.Options{})
 	for _, k := range []string{"key-one", "key/two with space"} {
 		if _, err := p.Create(ctx, sandbox.CreateOptions{ID: k}); err != nil {

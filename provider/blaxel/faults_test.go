@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/blaxel"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -33,7 +34,7 @@ func TestCreateUnknownOutcome(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newFake(t)
-			ctx := hangGuard(t)
+			ctx := testutil.HangGuard(t)
 			p, sl := newProvider(t, s, blaxel.Options{})
 			in := s.Inject("create", tc.fault)
 			h, err := p.Create(ctx, sandbox.CreateOptions{ID: "unknown-outcome"})
@@ -51,7 +52,7 @@ func TestCreateUnknownOutcome(t *testing.T) {
 			if err != nil || string(res.Stdout) != "ok\n" {
 				t.Fatalf("exec after the reconciled create: %v %+v", err, res)
 			}
-			t.Logf("%s: %d create(s) sent, %d look(s) by name, %d pause(s), 1 sandbox", tc.name, s.Count("create"), s.Count("get"), len(sl.all()))
+			t.Logf("%s: %d create(s) sent, %d look(s) by name, %d pause(s), 1 sandbox", tc.name, s.Count("create"), s.Count("get"), len(sl.All()))
 		})
 	}
 }
@@ -61,7 +62,7 @@ func TestCreateUnknownOutcome(t *testing.T) {
 // reconcile never deletes what it did not make.
 func TestCreateConflictNotOurs(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, blaxel.Options{})
 	first, err := p.Create(ctx, sandbox.CreateOptions{ID: "taken"})
 	if err != nil {
@@ -85,7 +86,7 @@ func TestCreateConflictNotOurs(t *testing.T) {
 // attempt's label).
 func TestCreateCanceledDuringReconcile(t *testing.T) {
 	s := newFake(t)
-	ctx, cancel := context.WithCancel(hangGuard(t))
+	ctx, cancel := context.WithCancel(testutil.HangGuard(t))
 	calls := 0
 	p, _ := newProvider(t, s, blaxel.Options{Sleep: func(c context.Context, _ time.Duration) error {
 		calls++
@@ -107,7 +108,7 @@ func TestCreateCanceledDuringReconcile(t *testing.T) {
 // TestGoneStatesResumeNotFound: each gone status resumes as NotFound.
 func TestGoneStatesResumeNotFound(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, blaxel.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "gone-states"})
 	if err != nil {
@@ -144,7 +145,7 @@ func TestTTL(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newFake(t)
-			ctx := hangGuard(t)
+			ctx := testutil.HangGuard(t)
 			p, _ := newProvider(t, s, tc.opts)
 			h, err := p.Create(ctx, sandbox.CreateOptions{ID: "ttl", Env: map[string]string{"SECRET_VALUE": "s3cr3t-v4lue"}})
 			if err != nil {
@@ -215,7 +216,7 @@ func TestSandboxName(t *testing.T) {
 // it (401) and forwards one with it.
 func TestPreviewToken(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, blaxel.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "preview"})
 	if err != nil {

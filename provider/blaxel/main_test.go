@@ -1,12 +1,11 @@
 package blaxel_test
 
 import (
-	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/blaxel"
 	"github.com/d10ffeed/corral/provider/blaxel/blaxelfake"
 )
@@ -25,31 +24,12 @@ func newFake(t *testing.T) *blaxelfake.Server {
 	return s
 }
 
-// sleeps records the pauses the provider asked for instead of waiting them.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) all() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
-
 // newProvider returns the provider over the fake (workspace ~/workspace:
 // the fake's sandboxes are host directories); pauses are recorded, not
 // waited.
-func newProvider(t *testing.T, s *blaxelfake.Server, opts blaxel.Options) (*blaxel.Provider, *sleeps) {
+func newProvider(t *testing.T, s *blaxelfake.Server, opts blaxel.Options) (*blaxel.Provider, *testutil.Sleeps) {
 	t.Helper()
-	sl := &sleeps{}
+	sl := &testutil.Sleeps{}
 	opts.APIURL = s.APIURL()
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
@@ -61,7 +41,7 @@ func newProvider(t *testing.T, s *blaxelfake.Server, opts blaxel.Options) (*blax
 		opts.Workdir = "~/workspace"
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sl.sleep
+		opts.Sleep = sl.Sleep
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = func() float64 { return 0 }
@@ -74,11 +54,4 @@ func newProvider(t *testing.T, s *blaxelfake.Server, opts blaxel.Options) (*blax
 		t.Fatal(err)
 	}
 	return p, sl
-}
-
-func hangGuard(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -7,8 +7,6 @@ import (
 	"os"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/cloudhttp"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
@@ -91,13 +89,7 @@ func init() {
 			p, _ := New(Options{APIKey: "-", Workspace: "-"})
 			return p.Capabilities()
 		},
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.blaxel", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Section: registry.SectionOf[Section]("provider.blaxel"),
 		Flags: []registry.Flag{
 			{Name: "workspace", Usage: "the Blaxel workspace (default BL_WORKSPACE)"},
 			{Name: "region", Usage: "the region sandboxes run in (default BL_REGION)"},

@@ -3,6 +3,7 @@ package cloudflare_test
 import (
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/cloudflare"
 	"github.com/d10ffeed/corral/provider/cloudflare/cloudflarefake"
 	"github.com/d10ffeed/corral/sandbox"
@@ -26,7 +27,7 @@ func requests(s *cloudflarefake.Server) int {
 // at most that many SDK calls.
 func TestRequestCounts(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, cloudflare.Options{})
 	count := func(f func() error) int {
 		t.Helper()

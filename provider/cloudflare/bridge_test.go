@@ -84,7 +84,7 @@ func wranglerEnv(dir, node string) []string {
 func TestBridgeBuild(t *testing.T) {
 	modules, node := bridgeDeps(t)
 	dir := bridgeCopy(t, modules)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	tsc := exec.CommandContext(ctx, node, filepath.Join(modules, "typescript", "bin", "tsc"), "--noEmit", "-p", ".")
 	tsc.Dir = dir
 	if out, err := tsc.CombinedOutput(); err != nil {
@@ -132,7 +132,7 @@ func TestBridgeDev(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	dev := exec.Command(node, filepath.Join(modules, "wrangler", "bin", "wrangler.js"), "dev", "--enable-containers=false",
 		"--ip", "127.0.0.1", "--port", fmt.Sprint(port), "--show-interactive-dev-session=false")
 	dev.Dir, dev.Env = dir, wranglerEnv(dir, node)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/journal"
 	"github.com/d10ffeed/corral/provider/cloudflare"
 	"github.com/d10ffeed/corral/sandbox"
@@ -18,7 +19,7 @@ import (
 // kill) still delivers every line exactly once, from the start and from
 // an offset on reattach, and leaves no follower behind.
 func TestJournaledRunSurvivesDrops(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	s := newFake(t)
 	p, _ := newProvider(t, s, cloudflare.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "drops"})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/cloudflare"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
@@ -45,7 +46,7 @@ func TestErrors(t *testing.T) {
 		})
 	}
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	good, _ := newProvider(t, s, cloudflare.Options{})
 	h, err := good.Create(ctx, sandbox.CreateOptions{ID: "errors-case"})
 	if err != nil {
@@ -88,7 +89,7 @@ func TestErrors(t *testing.T) {
 // own environment (setEnvVars), never a create body or argv.
 func TestSecretsStayOutOfConfiguration(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, cloudflare.Options{})
 	const createSecret, setSecret = "canary-create-5d1f", "canary-setenv-8e2a"
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "secrets", Env: map[string]string{"CREATE_SECRET": createSecret}})
@@ -144,7 +145,7 @@ func TestSandboxID(t *testing.T) {
 		t.Fatal("distinct keys share an id")
 	}
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, cloudflare.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "Run/Key 7"})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/cloudflare"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
@@ -16,7 +17,7 @@ import (
 // sandbox, and Destroy leaves none.
 func TestCreateAcceptedThen504(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, cloudflare.Options{})
 	in := s.Inject("create", fakecloud.Fault{Accept: true, Status: http.StatusGatewayTimeout})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "accepted-504"})
@@ -40,7 +41,7 @@ func TestCreateAcceptedThen504(t *testing.T) {
 // Unavailable at once (the bridge has no process table to ask).
 func TestDroppedExecStream(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, cloudflare.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "drop"})
 	if err != nil {
@@ -61,7 +62,7 @@ func TestDroppedExecStream(t *testing.T) {
 // TestManaged: list, prune (dry run, KeepRunning, age) and ping.
 func TestManaged(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, cloudflare.Options{})
 	m := cloudflare.Managed{Provider: p}
 	for _, id := range []string{"m-1", "m-2"} {

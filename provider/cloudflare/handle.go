@@ -6,33 +6,27 @@ import (
 	"net/url"
 
 	"github.com/d10ffeed/corral/provider/cloudhttp"
+	"github.com/d10ffeed/corral/provider/internal/execkit"
 	"github.com/d10ffeed/corral/sandbox"
-	"github.com/d10ffeed/corral/sandbox/execfs"
 	"github.com/d10ffeed/corral/sandbox/execproc"
 )
 
 // handle is one sandbox.
 type handle struct {
-	p   *Provider
-	sb  Sandbox
-	fs  sandbox.FS
-	run *execproc.Runner
-
-	env *execproc.Env // create env, then SetEnv overlays; never sent at create
+	*execkit.Kit // FS, Exec, Spawn; the env is never sent at create
+	p            *Provider
+	sb           Sandbox
 }
 
 var _ sandbox.Handle = (*handle)(nil)
 
 func (p *Provider) newHandle(sb Sandbox, env map[string]string) *handle {
-	h := &handle{p: p, sb: sb, env: execproc.NewEnv(env)}
+	h := &handle{p: p, sb: sb}
 	// The kill is execproc's group kill: a kill script run through the
 	// exec WebSocket as a second command. The bridge starts every command
 	// under setsid, so the wrapper's pid leads the command's group.
-	h.run = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: sb.ID, Root: sb.Root,
-		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Logger: p.log})
-	h.fs = execfs.New(func(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
-		return h.run.Run(ctx, Name+".fs", cmd.Argv(), cmd.Stdin, "")
-	}, execfs.Options{Root: sb.Root, Provider: Name})
+	h.Kit = execkit.New(backend{h}, execproc.Options{Provider: Name, ID: sb.ID, Root: sb.Root,
+		KillGrace: p.opts.KillGrace, Logger: p.log}, env)
 	return h
 }
 
@@ -48,19 +42,6 @@ func (h *handle) WorkspaceRoot() string { return h.sb.Root }
 // Capabilities returns the provider's capabilities.
 func (h *handle) Capabilities() sandbox.Capabilities { return h.p.caps }
 
-// FS returns the exec-backed file system.
-func (h *handle) FS() sandbox.FS { return h.fs }
-
-// Exec runs cmd to completion.
-func (h *handle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
-	return h.run.Exec(ctx, cmd)
-}
-
-// Spawn starts cmd.
-func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
-	return h.run.Spawn(ctx, cmd)
-}
-
 // ConnectPort is unsupported: the SDK's exposePort needs a custom domain
 // with wildcard DNS, which a bridge on workers.dev does not have.
 func (h *handle) ConnectPort(context.Context, int) (sandbox.Endpoint, error) {
@@ -71,7 +52,7 @@ func (h *handle) ConnectPort(context.Context, int) (sandbox.Endpoint, error) {
 // travel with each command) and hands them to the sandbox itself through
 // the bridge's env call (the SDK's setEnvVars), as the reference does.
 func (h *handle) SetEnv(ctx context.Context, vars map[string]string) error {
-	if err := h.env.Set(vars); err != nil {
+	if err := h.Env().Set(vars); err != nil {
 		return err
 	}
 	if len(vars) == 0 {

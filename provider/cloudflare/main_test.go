@@ -1,12 +1,11 @@
 package cloudflare_test
 
 import (
-	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/cloudflare"
 	"github.com/d10ffeed/corral/provider/cloudflare/cloudflarefake"
 )
@@ -25,36 +24,17 @@ func newFake(t *testing.T) *cloudflarefake.Server {
 	return s
 }
 
-// sleeps records the pauses cloudhttp asked for instead of waiting them.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) all() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
-
 // newProvider returns the provider over the fake; pauses between retries
 // are recorded, not waited.
-func newProvider(t *testing.T, s *cloudflarefake.Server, opts cloudflare.Options) (*cloudflare.Provider, *sleeps) {
+func newProvider(t *testing.T, s *cloudflarefake.Server, opts cloudflare.Options) (*cloudflare.Provider, *testutil.Sleeps) {
 	t.Helper()
-	sl := &sleeps{}
+	sl := &testutil.Sleeps{}
 	opts.URL = s.URL()
 	if opts.Token == "" {
 		opts.Token = testToken
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sl.sleep
+		opts.Sleep = sl.Sleep
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = func() float64 { return 0 }
@@ -67,11 +47,4 @@ func newProvider(t *testing.T, s *cloudflarefake.Server, opts cloudflare.Options
 		t.Fatal(err)
 	}
 	return p, sl
-}
-
-func hangGuard(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -7,8 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/cloudhttp"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
@@ -71,13 +69,7 @@ func init() {
 		Name:         Name,
 		Summary:      "Cloudflare Sandbox through the corral bridge Worker (CORRAL_CLOUDFLARE_URL, CORRAL_CLOUDFLARE_TOKEN)",
 		Capabilities: Capabilities,
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.cloudflare", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Section:      registry.SectionOf[Section]("provider.cloudflare"),
 		Flags: []registry.Flag{
 			{Name: "url", Usage: "the bridge Worker's URL (default " + EnvURL + ")"},
 			{Name: "token-env", Usage: "the variable holding the bridge token (default " + EnvToken + ")"},

@@ -10,38 +10,25 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/cloudhttp"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
 const secret = "sk-test-0123456789abcdef"
 
-// waits records the pauses the client asked for instead of sleeping.
-type waits struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (w *waits) sleep(ctx context.Context, d time.Duration) error {
-	w.mu.Lock()
-	w.d = append(w.d, d)
-	w.mu.Unlock()
-	return ctx.Err()
-}
-
-func client(t *testing.T, url string, w *waits, log *bytes.Buffer) *cloudhttp.Client {
+func client(t *testing.T, url string, w *testutil.Sleeps, log *bytes.Buffer) *cloudhttp.Client {
 	t.Helper()
 	opts := cloudhttp.Options{
 		Provider: "fake", BaseURL: url,
 		Header: http.Header{"Authorization": {"Bearer " + secret}},
-		Sleep:  w.sleep, Jitter: func() float64 { return 0.5 },
+		Sleep:  w.Sleep, Jitter: func() float64 { return 0.5 },
 	}
 	if log != nil {
 		opts.Log = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -103,7 +90,7 @@ func TestRetriesIdempotentCalls(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, n := script(t, tc.steps...)
-			w := &waits{}
+			w := &testutil.Sleeps{}
 			_, err := client(t, srv.URL, w, nil).Do(context.Background(), cloudhttp.Request{Op: "fake.op", Method: tc.method, Path: "/v1/x", Idempotent: tc.idem}, nil)
 			if got := sandbox.CodeOf(err); got != tc.wantCode {
 				t.Errorf("code %v, want %v (err %v)", got, tc.wantCode, err)
@@ -111,8 +98,8 @@ func TestRetriesIdempotentCalls(t *testing.T) {
 			if n.Load() != tc.wantCalls {
 				t.Errorf("%d calls, want %d", n.Load(), tc.wantCalls)
 			}
-			if tc.wantWaits != nil && !equalDurations(w.d, tc.wantWaits) {
-				t.Errorf("waits %v, want %v", w.d, tc.wantWaits)
+			if tc.wantWaits != nil && !equalDurations(w.All(), tc.wantWaits) {
+				t.Errorf("waits %v, want %v", w.All(), tc.wantWaits)
 			}
 		})
 	}
@@ -133,7 +120,7 @@ func equalDurations(a, b []time.Duration) bool {
 func TestErrorsCarryMessageAndRequestIDNeverTheSecret(t *testing.T) {
 	srv, _ := script(t, status(403, `{"error":{"message":"token `+secret+` is not allowed"}}`, "X-Request-Id", "req-42"))
 	var log bytes.Buffer
-	_, err := client(t, srv.URL, &waits{}, &log).Do(context.Background(), cloudhttp.Request{Op: "fake.get", ID: "sb-1", Method: "GET", Path: "/v1/sandboxes/sb-1?token=" + secret}, nil)
+	_, err := client(t, srv.URL, &testutil.Sleeps{}, &log).Do(context.Background(), cloudhttp.Request{Op: "fake.get", ID: "sb-1", Method: "GET", Path: "/v1/sandboxes/sb-1?token=" + secret}, nil)
 	if sandbox.CodeOf(err) != sandbox.PermissionDenied || cloudhttp.StatusOf(err) != 403 {
 		t.Fatalf("err %v", err)
 	}
@@ -176,7 +163,7 @@ func TestCreateReconcilesAnUnknownOutcome(t *testing.T) {
 			srv, n := script(t, tc.first, status(201, `{"id":"sb-2"}`))
 			lookups := 0
 			var out struct{ ID string }
-			err := client(t, srv.URL, &waits{}, nil).Create(context.Background(), cloudhttp.Request{Op: "fake.create", Method: "POST", Path: "/v1/sandboxes", JSON: map[string]string{"name": "corral-abc"}}, &out,
+			err := client(t, srv.URL, &testutil.Sleeps{}, nil).Create(context.Background(), cloudhttp.Request{Op: "fake.create", Method: "POST", Path: "/v1/sandboxes", JSON: map[string]string{"name": "corral-abc"}}, &out,
 				func(ctx context.Context) (bool, error) { lookups++; return tc.found, nil })
 			if n.Load() != tc.wantCreates || lookups != tc.wantLookups {
 				t.Errorf("%d creates and %d lookups, want %d and %d (err %v)", n.Load(), lookups, tc.wantCreates, tc.wantLookups, err)
@@ -224,17 +211,17 @@ func TestRefusedConnectionIsRetriedEvenForPOST(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens: every dial is refused
-	w := &waits{}
+	w := &testutil.Sleeps{}
 	c := client(t, "http://"+addr, w, nil)
 	_, err = c.Do(context.Background(), cloudhttp.Request{Op: "fake.create", Method: "POST", Path: "/x"}, nil)
-	if sandbox.CodeOf(err) != sandbox.Unavailable || len(w.d) != 3 {
-		t.Fatalf("err %v after %d waits, want Unavailable after 3", err, len(w.d))
+	if sandbox.CodeOf(err) != sandbox.Unavailable || len(w.All()) != 3 {
+		t.Fatalf("err %v after %d waits, want Unavailable after 3", err, len(w.All()))
 	}
 }
 
 func TestDecodesJSONAndBadJSONIsInternal(t *testing.T) {
 	srv, _ := script(t, status(200, `{"id":"sb-9","state":"running"}`), status(200, `not json`))
-	c := client(t, srv.URL, &waits{}, nil)
+	c := client(t, srv.URL, &testutil.Sleeps{}, nil)
 	var out struct{ ID, State string }
 	if _, err := c.Do(context.Background(), cloudhttp.Request{Op: "fake.get", Path: "/a"}, &out); err != nil || out.ID != "sb-9" {
 		t.Fatalf("%v %+v", err, out)
@@ -285,7 +272,7 @@ func TestStreamAndWebSocketCarryAuth(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	c := client(t, srv.URL, &waits{}, nil)
+	c := client(t, srv.URL, &testutil.Sleeps{}, nil)
 	ctx := context.Background()
 	resp, err := c.Stream(ctx, cloudhttp.Request{Op: "fake.logs", Path: "/logs"})
 	if err != nil {

@@ -3,6 +3,7 @@ package daytona_test
 import (
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/daytona"
 	"github.com/d10ffeed/corral/provider/daytona/daytonafake"
 	"github.com/d10ffeed/corral/sandbox"
@@ -29,7 +30,7 @@ func requests(s *daytonafake.Server) int {
 // a command ran.
 func TestRequestCounts(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, daytona.Options{})
 	count := func(f func()) int {
 		before := requests(s)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/daytona"
 	"github.com/d10ffeed/corral/provider/daytona/daytonafake"
 	"github.com/d10ffeed/corral/sandbox"
@@ -15,7 +16,7 @@ import (
 // entry with a port, an IPv6 address and a sixth CIDR are refused, since
 // the lists cannot say them.
 func TestEgressTranslated(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, daytona.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "eg-1", Egress: []string{"api.anthropic.com", "*.npmjs.org", "203.0.113.7", "api.anthropic.com", "198.51.100.2"}})

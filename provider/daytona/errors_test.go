@@ -10,17 +10,11 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/daytona"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 )
-
-func hangGuard(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // TestErrors: a missing key names DAYTONA_API_KEY; 401, 403, 404 and 429
 // (after the retries) carry the codes, name the backend, and never the key.
@@ -31,7 +25,7 @@ func TestErrors(t *testing.T) {
 		t.Logf("missing key: %v", err)
 	}
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	good, _ := newProvider(t, s, daytona.Options{})
 	h, err := good.Create(ctx, sandbox.CreateOptions{ID: "errors-case"})
 	if err != nil {
@@ -74,7 +68,7 @@ func TestErrors(t *testing.T) {
 // left in the sandbox.
 func TestSecretsStayOutOfConfiguration(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, daytona.Options{})
 	const canary = "canary-secret-9d8e7f"
 	h, err := p.Create(ctx, sandbox.CreateOptions{Env: map[string]string{"CORRAL_CANARY": canary}})
@@ -131,7 +125,7 @@ func TestSecretsStayOutOfConfiguration(t *testing.T) {
 // and its group kill stops the heartbeat and leaves nothing.
 func TestKillReachesGrandchild(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, daytona.Options{KillGrace: 200 * time.Millisecond})
 	h, err := p.Create(ctx, sandbox.CreateOptions{})
 	if err != nil {
@@ -188,7 +182,7 @@ for i in $(seq 100); do [ -s pid2 ] && break; sleep 0.05; done; cat pid2`})
 // sandboxes (by label) and prunes by age.
 func TestListAndPrune(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, daytona.Options{})
 	m := daytona.Managed{Provider: p}
 	for _, k := range []string{"key-a", "key-b"} {

@@ -1,12 +1,10 @@
 package daytona_test
 
 import (
-	"context"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/daytona"
 	"github.com/d10ffeed/corral/provider/daytona/daytonafake"
 )
@@ -25,36 +23,17 @@ func newFake(t *testing.T) *daytonafake.Server {
 	return s
 }
 
-// sleeps records the pauses cloudhttp asked for instead of waiting them.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) all() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
-
 // newProvider returns the provider over the fake; pauses between retries
 // are recorded, not waited.
-func newProvider(t *testing.T, s *daytonafake.Server, opts daytona.Options) (*daytona.Provider, *sleeps) {
+func newProvider(t *testing.T, s *daytonafake.Server, opts daytona.Options) (*daytona.Provider, *testutil.Sleeps) {
 	t.Helper()
-	sl := &sleeps{}
+	sl := &testutil.Sleeps{}
 	opts.APIURL = s.APIURL()
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sl.sleep
+		opts.Sleep = sl.Sleep
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = func() float64 { return 0 }

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/cloudhttp"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
@@ -62,13 +60,7 @@ func init() {
 			p, _ := New(Options{APIKey: "-"})
 			return p.Capabilities()
 		},
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.daytona", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Section: registry.SectionOf[Section]("provider.daytona"),
 		Flags: []registry.Flag{
 			{Name: "api-url", Usage: "Daytona's API (default DAYTONA_API_URL, else https://app.daytona.io/api)"},
 			{Name: "target", Usage: "the Daytona region (us, eu; default the organization's)"},

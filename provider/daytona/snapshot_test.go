@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/daytona"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -29,7 +30,7 @@ func TestDeleteSnapshot(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newFake(t)
-			ctx := hangGuard(t)
+			ctx := testutil.HangGuard(t)
 			p, _ := newProvider(t, s, daytona.Options{})
 			h, err := p.Create(ctx, sandbox.CreateOptions{})
 			if err != nil {

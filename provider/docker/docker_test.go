@@ -21,6 +21,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -59,7 +60,7 @@ func TestSecretCanary(t *testing.T) {
 	api := apiClient(t)
 	ctx := context.Background()
 	canary := "corral-canary-" + randomHex(16)
-	h := create(t, p, sandbox.CreateOptions{Env: map[string]string{"CORRAL_CANARY": canary}})
+	h := testutil.Create(t, p, sandbox.CreateOptions{Env: map[string]string{"CORRAL_CANARY": canary}})
 
 	if got := sh(t, h, `printf %s "$CORRAL_CANARY"`); got != canary {
 		t.Fatalf("the command did not see the canary: %q", got)
@@ -95,7 +96,7 @@ func TestSecretCanary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	destroyLater(t, f)
+	testutil.DestroyAtEnd(t, f)
 	if got := sh(t, f, `printf %s "$CORRAL_CANARY"`); got != canary {
 		t.Errorf("the fork lost the sandbox environment: %q", got)
 	}
@@ -103,7 +104,7 @@ func TestSecretCanary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	destroyLater(t, r)
+	testutil.DestroyAtEnd(t, r)
 	if got := sh(t, r, `printf %s "$CORRAL_CANARY"`); got != "" {
 		t.Errorf("a sandbox restored without env sees the canary: %q", got)
 	}
@@ -151,7 +152,7 @@ func TestSecretCanary(t *testing.T) {
 func TestNetworkPolicy(t *testing.T) {
 	p := newProvider(t, docker.Options{Ports: []int{8080}})
 	ctx := context.Background()
-	deny := create(t, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
+	deny := testutil.Create(t, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
 	if got := sh(t, deny, "ls /sys/class/net"); got != "lo\n" {
 		t.Errorf("denied sandbox interfaces = %q, want only lo", got)
 	}
@@ -161,11 +162,11 @@ func TestNetworkPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	destroyLater(t, f)
+	testutil.DestroyAtEnd(t, f)
 	if got := sh(t, f, "ls /sys/class/net"); got != "lo\n" {
 		t.Errorf("the fork of a denied sandbox has %q", got)
 	}
-	open := create(t, p, sandbox.CreateOptions{})
+	open := testutil.Create(t, p, sandbox.CreateOptions{})
 	if got := sh(t, open, "ls /sys/class/net"); got != "eth0\nlo\n" {
 		t.Errorf("default sandbox interfaces = %q, want eth0 and lo", got)
 	}
@@ -180,7 +181,7 @@ func TestContainerConfig(t *testing.T) {
 	p := newProvider(t, docker.Options{Ports: []int{8080, 9090}, Labels: map[string]string{"team": "a"}})
 	api := apiClient(t)
 	ctx := context.Background()
-	h := create(t, p, sandbox.CreateOptions{ID: "config-" + randomHex(4), Labels: map[string]string{"purpose": "test"}})
+	h := testutil.Create(t, p, sandbox.CreateOptions{ID: "config-" + randomHex(4), Labels: map[string]string{"purpose": "test"}})
 	res, err := api.ContainerInspect(ctx, h.ID(), client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +252,7 @@ func TestNamesAndResume(t *testing.T) {
 	ctx := context.Background()
 
 	key := "thread:42/run " + randomHex(4) // not a valid container name
-	h := create(t, p, sandbox.CreateOptions{ID: key, Env: map[string]string{"A": "1"}})
+	h := testutil.Create(t, p, sandbox.CreateOptions{ID: key, Env: map[string]string{"A": "1"}})
 	if h.ID() == key || !strings.HasPrefix(h.ID(), "corral-thread-42-run-") {
 		t.Errorf("id for key %q = %q, want a digest-derived name", key, h.ID())
 	}
@@ -273,7 +274,7 @@ func TestNamesAndResume(t *testing.T) {
 	wantCode(t, "Create with the id of an existing sandbox", err, sandbox.AlreadyExists)
 
 	valid := "corral-test-" + randomHex(4)
-	v := create(t, p, sandbox.CreateOptions{ID: valid})
+	v := testutil.Create(t, p, sandbox.CreateOptions{ID: valid})
 	if v.ID() != valid {
 		t.Errorf("a valid name is used as is: got %q, want %q", v.ID(), valid)
 	}
@@ -426,7 +427,7 @@ func stopsBeating(t *testing.T, h sandbox.Handle, synchronous bool, kill func())
 
 func TestKill(t *testing.T) {
 	p := newProvider(t, docker.Options{KillGrace: 500 * time.Millisecond})
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 	ctx := context.Background()
 
 	t.Run("Kill", func(t *testing.T) {
@@ -540,7 +541,7 @@ func TestKill(t *testing.T) {
 
 func TestExecStdin(t *testing.T) {
 	p := newProvider(t, docker.Options{})
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 	ctx := context.Background()
 	data := make([]byte, 1<<20)
 	_, _ = rand.Read(data)
@@ -576,7 +577,7 @@ func TestSourceDir(t *testing.T) {
 	if err := os.Symlink("src/deep/main.go", filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	h := create(t, p, sandbox.CreateOptions{SourceDir: dir})
+	h := testutil.Create(t, p, sandbox.CreateOptions{SourceDir: dir})
 	ctx := context.Background()
 	if b, err := h.FS().ReadFile(ctx, "link"); err != nil || string(b) != "package main\n" {
 		t.Errorf("read through the copied link: %q %v", b, err)
@@ -594,7 +595,7 @@ func TestSnapshotsAndPrune(t *testing.T) {
 	p := newProvider(t, docker.Options{})
 	api := apiClient(t)
 	ctx := context.Background()
-	h := create(t, p, sandbox.CreateOptions{ID: "snap-" + randomHex(4)})
+	h := testutil.Create(t, p, sandbox.CreateOptions{ID: "snap-" + randomHex(4)})
 	if err := h.FS().WriteFile(ctx, "state.txt", []byte("v1")); err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +628,7 @@ func TestSnapshotsAndPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	destroyLater(t, r)
+	testutil.DestroyAtEnd(t, r)
 	boxes, err := p.List(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -722,7 +723,7 @@ func TestSnapshotsAndPrune(t *testing.T) {
 // goroutines on one handle.
 func TestConcurrentHandles(t *testing.T) {
 	p := newProvider(t, docker.Options{})
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
@@ -757,7 +758,7 @@ func TestConcurrentHandles(t *testing.T) {
 func TestExportTar(t *testing.T) {
 	p := newProvider(t, docker.Options{})
 	api := apiClient(t)
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 	if err := h.FS().WriteFile(context.Background(), "marker.txt", []byte("m")); err != nil {
 		t.Fatal(err)
 	}
@@ -786,7 +787,7 @@ func TestNonRootUser(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "copied.txt"), []byte("copied"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := create(t, p, sandbox.CreateOptions{SourceDir: src})
+	h := testutil.Create(t, p, sandbox.CreateOptions{SourceDir: src})
 	ctx := context.Background()
 	if err := h.FS().WriteFile(ctx, "a/b.txt", []byte("mine")); err != nil {
 		t.Fatal(err)
@@ -822,7 +823,7 @@ func TestNonRootUser(t *testing.T) {
 
 func TestSpawnOptions(t *testing.T) {
 	p := newProvider(t, docker.Options{})
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 	ctx := context.Background()
 	_, err := h.Spawn(ctx, sandbox.Command{Args: []string{"cat"}, Stdin: strings.NewReader("x")})
 	wantCode(t, "Spawn with Command.Stdin", err, sandbox.InvalidArgument)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -28,7 +29,7 @@ func TestContainerIDThroughGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	destroyLater(t, h)
+	testutil.DestroyAtEnd(t, h)
 	cases := []struct {
 		name string
 		h    func(t *testing.T) sandbox.Handle
@@ -43,7 +44,7 @@ func TestContainerIDThroughGuard(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			destroyLater(t, f)
+			testutil.DestroyAtEnd(t, f)
 			return f
 		}},
 	}

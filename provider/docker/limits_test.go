@@ -10,6 +10,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -74,7 +75,7 @@ func TestLimitsByDefault(t *testing.T) {
 	if got, want := p.Limits(), docker.DefaultLimits(); got != want {
 		t.Errorf("Limits() = %+v, want the defaults %+v", got, want)
 	}
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 
 	hc := inspect(t, h)
 	if hc.Memory != docker.DefaultMemory || hc.MemorySwap != docker.DefaultMemory {
@@ -112,7 +113,7 @@ func TestLimitsByDefault(t *testing.T) {
 func TestLimitsConfigured(t *testing.T) {
 	t.Run("lowered", func(t *testing.T) {
 		p := newProvider(t, docker.Options{Memory: 64 << 20, CPUs: 0.5, PidsLimit: 64})
-		h := create(t, p, sandbox.CreateOptions{})
+		h := testutil.Create(t, p, sandbox.CreateOptions{})
 		hc := inspect(t, h)
 		if hc.Memory != 64<<20 || hc.MemorySwap != 64<<20 || hc.CPUQuota != 50_000 || hc.CPUPeriod != 100_000 || hc.PidsLimit == nil || *hc.PidsLimit != 64 {
 			t.Errorf("inspect: Memory %d MemorySwap %d CpuQuota %d/%d PidsLimit %v", hc.Memory, hc.MemorySwap, hc.CPUQuota, hc.CPUPeriod, hc.PidsLimit)
@@ -145,7 +146,7 @@ echo "$n"`)
 		if got := p.Limits(); got != (docker.Limits{}) {
 			t.Errorf("Limits() = %+v, want none", got)
 		}
-		h := create(t, p, sandbox.CreateOptions{})
+		h := testutil.Create(t, p, sandbox.CreateOptions{})
 		hc := inspect(t, h)
 		if hc.Memory != 0 || hc.MemorySwap > 0 || hc.CPUQuota != 0 || hc.NanoCPUs != 0 || (hc.PidsLimit != nil && *hc.PidsLimit > 0) {
 			t.Errorf("inspect: Memory %d MemorySwap %d CpuQuota %d NanoCpus %d PidsLimit %v, want no limits", hc.Memory, hc.MemorySwap, hc.CPUQuota, hc.NanoCPUs, hc.PidsLimit)

@@ -89,27 +89,6 @@ func newProvider(t testing.TB, opts docker.Options) *docker.Provider {
 	return p
 }
 
-// create makes a sandbox that is destroyed when the test ends.
-func create(t testing.TB, p *docker.Provider, opts sandbox.CreateOptions) sandbox.Handle {
-	t.Helper()
-	h, err := p.Create(context.Background(), opts)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	destroyLater(t, h)
-	return h
-}
-
-func destroyLater(t testing.TB, h sandbox.Handle) {
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := h.Destroy(ctx); err != nil {
-			t.Errorf("Destroy %s: %v", h.ID(), err)
-		}
-	})
-}
-
 // apiClient is a plain Engine API client for checks behind corral's back.
 func apiClient(t testing.TB) *client.Client {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/docker"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/ensure"
@@ -27,7 +28,7 @@ func TestPauseResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	destroyLater(t, h)
+	testutil.DestroyAtEnd(t, h)
 	sh(t, h, "echo kept > kept.txt && mkdir -p d && echo deep > d/f")
 	if _, err := h.Spawn(ctx, sandbox.Command{Args: []string{"sleep", "600"}}); err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func TestIdlePauseThenEnsure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	destroyLater(t, res.Handle)
+	testutil.DestroyAtEnd(t, res.Handle)
 	sh(t, res.Handle, "echo before > f.txt")
 	now = now.Add(10 * time.Minute)
 	rep, err := m.ReapIdle(ctx, def, ensure.IdleOptions{})

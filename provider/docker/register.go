@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -20,14 +18,8 @@ func init() {
 			defer p.Close()
 			return p.Capabilities()
 		},
-		Limits: func() registry.Limits { return limitsReport(DefaultLimits()) },
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.docker", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Limits:  func() registry.Limits { return limitsReport(DefaultLimits()) },
+		Section: registry.SectionOf[Section]("provider.docker"),
 		Flags: []registry.Flag{
 			{Name: "image", Usage: "the image to run (pulled when missing, see --pull)"},
 			{Name: "pull", Usage: "image pull policy: missing (default), always or never"},

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/e2b"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -29,7 +30,7 @@ func TestErrors(t *testing.T) {
 		{"429", "", 429, sandbox.ResourceExhausted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := hangGuard(t)
+			ctx := testutil.HangGuard(t)
 			f := newFake(t)
 			p, _ := newProvider(t, f, e2b.Options{APIKey: tc.key})
 			if tc.status != 0 {
@@ -60,7 +61,7 @@ func TestErrors(t *testing.T) {
 // re-attaches by pid (envd's Connect) and gets the real exit code once
 // the gate opens.
 func TestDroppedStream(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{})
 	h := create(t, ctx, p, sandbox.CreateOptions{})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/e2b"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
@@ -16,7 +17,7 @@ import (
 // key, wakes a paused one, SetTimeout moves its end, and the registry's
 // listing and prune see corral's sandboxes only.
 func TestLifecycle(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{Timeout: 10 * time.Minute})
 	h := create(t, ctx, p, sandbox.CreateOptions{ID: "thread-key-1", Network: sandbox.NetworkDeny, Labels: map[string]string{"thread": "t1"}})
@@ -94,7 +95,7 @@ func createRaw(t *testing.T, f interface{ URL() string }) string {
 // (allowOut, denyOut ALL_TRAFFIC; ports 80 and 443 dropped), and an entry
 // on another port is refused, since E2B filters names on those two only.
 func TestEgressTranslated(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{Timeout: 10 * time.Minute})
 	create(t, ctx, p, sandbox.CreateOptions{ID: "eg-1", Egress: []string{"api.anthropic.com", "*.npmjs.org:443", "api.anthropic.com:80"}})

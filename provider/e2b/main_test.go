@@ -2,10 +2,10 @@ package e2b_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/e2b"
 	"github.com/d10ffeed/corral/provider/e2b/e2bfake"
 	"github.com/d10ffeed/corral/sandbox"
@@ -25,30 +25,11 @@ func newFake(t *testing.T) *e2bfake.Fake {
 	return f
 }
 
-// sleeps records the pauses cloudhttp asked for instead of waiting them.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) all() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
-
 // newProvider returns the provider over the fake: the API and envd at
 // the fake's URL. Pauses between retries are recorded, not waited.
-func newProvider(t *testing.T, f *e2bfake.Fake, opts e2b.Options) (*e2b.Provider, *sleeps) {
+func newProvider(t *testing.T, f *e2bfake.Fake, opts e2b.Options) (*e2b.Provider, *testutil.Sleeps) {
 	t.Helper()
-	sl := &sleeps{}
+	sl := &testutil.Sleeps{}
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
@@ -57,7 +38,7 @@ func newProvider(t *testing.T, f *e2bfake.Fake, opts e2b.Options) (*e2b.Provider
 		opts.PortURL = func(id, _ string, port int) string { return f.PortURL(id, port) }
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sl.sleep
+		opts.Sleep = sl.Sleep
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = func() float64 { return 0 }
@@ -70,14 +51,6 @@ func newProvider(t *testing.T, f *e2bfake.Fake, opts e2b.Options) (*e2b.Provider
 		t.Fatal(err)
 	}
 	return p, sl
-}
-
-// hangGuard bounds a case; it never decides a verdict.
-func hangGuard(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func create(t *testing.T, ctx context.Context, p sandbox.Provider, opts sandbox.CreateOptions) sandbox.Handle {

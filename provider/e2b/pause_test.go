@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/e2b"
 	"github.com/d10ffeed/corral/provider/internal/pausetest"
 )
@@ -12,7 +13,7 @@ import (
 // TestIdlePauseThenEnsure: E2B is a sandbox.Pauser (pause without memory)
 // and a PauseReporter (the sandbox's state, read without waking it).
 func TestIdlePauseThenEnsure(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{Timeout: 10 * time.Minute})
 	pausetest.IdlePauseThenEnsure(ctx, t, p, pausetest.Checks{

@@ -6,8 +6,6 @@ import (
 	"os"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -20,14 +18,8 @@ func init() {
 			p, _ := New(Options{APIKey: "-"})
 			return p.Capabilities()
 		},
-		Limits: func() registry.Limits { return registry.Limits{Text: "set by the E2B template and plan"} },
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.e2b", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Limits:  func() registry.Limits { return registry.Limits{Text: "set by the E2B template and plan"} },
+		Section: registry.SectionOf[Section]("provider.e2b"),
 		Flags: []registry.Flag{
 			{Name: "template", Usage: "the template or snapshot to create from (default base)"},
 			{Name: "timeout", Usage: "the sandbox's time to live, e.g. 30m (default 30m; plans cap it)"},

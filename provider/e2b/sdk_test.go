@@ -143,7 +143,7 @@ func TestOfficialSDK(t *testing.T) {
 // TestRequestCounts counts the fake's requests for one create, exec,
 // write and read, by corral and by the official SDK.
 func TestRequestCounts(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{})
 	type cost struct {

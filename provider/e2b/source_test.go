@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/e2b"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -15,7 +16,7 @@ import (
 // directory and the executable bit; a symbolic link is refused and
 // leaves no sandbox.
 func TestSourceDir(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{})
 	src := t.TempDir()

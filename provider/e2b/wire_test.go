@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/journal"
 	"github.com/d10ffeed/corral/provider/e2b"
 	pb "github.com/d10ffeed/corral/provider/e2b/internal/envd/process"
@@ -25,7 +26,7 @@ import (
 // TestResume429Burst: a burst of 429s with Retry-After on Resume's
 // connect is waited out exactly as E2B asked.
 func TestResume429Burst(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, sl := newProvider(t, f, e2b.Options{})
 	h := create(t, ctx, p, sandbox.CreateOptions{})
@@ -34,7 +35,7 @@ func TestResume429Burst(t *testing.T) {
 	if _, err := p.Resume(ctx, h.ID()); err != nil {
 		t.Fatalf("Resume after a 429 burst: %v", err)
 	}
-	pauses := sl.all()
+	pauses := sl.All()
 	t.Logf("429 burst: %d refused, %d connects sent, pauses %v", burst.Hits(), f.Count("connect")-before, pauses)
 	if burst.Hits() != 3 || f.Count("connect")-before != 4 || len(pauses) != 3 {
 		t.Fatalf("hits %d, connects %d, pauses %v", burst.Hits(), f.Count("connect")-before, pauses)
@@ -59,7 +60,7 @@ func TestCreateReconciled(t *testing.T) {
 		{"504-accepted", fakecloud.Fault{Status: 504, Accept: true}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := hangGuard(t)
+			ctx := testutil.HangGuard(t)
 			f := newFake(t)
 			p, _ := newProvider(t, f, e2b.Options{})
 			f.Inject("create", tc.fault)
@@ -86,7 +87,7 @@ func TestCreateReconciled(t *testing.T) {
 // TestExecStreamDropped: the Start stream drops in the middle of an
 // Exec's output: Unavailable at once, and the next Exec works.
 func TestExecStreamDropped(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{})
 	h := create(t, ctx, p, sandbox.CreateOptions{})
@@ -106,7 +107,7 @@ func TestExecStreamDropped(t *testing.T) {
 // mid-output; every line still arrives exactly once, in order, and a
 // reader attached at an offset gets exactly the rest.
 func TestJournaledRunSurvivesDrops(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{})
 	h := create(t, ctx, p, sandbox.CreateOptions{})
@@ -161,7 +162,7 @@ func TestJournaledRunSurvivesDrops(t *testing.T) {
 // TestSlowResponseDeadline: an answer slower than the request timeout is
 // DeadlineExceeded naming the operation, never the key.
 func TestSlowResponseDeadline(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{RequestTimeout: 500 * time.Millisecond})
 	h := create(t, ctx, p, sandbox.CreateOptions{})
@@ -177,7 +178,7 @@ func TestSlowResponseDeadline(t *testing.T) {
 // no control-plane body (envVars stays empty); a resumed handle has none
 // until SetEnv.
 func TestSecretsPerCommand(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{})
 	const canary = "canary-5e1f0c2a9b7d"
@@ -216,7 +217,7 @@ func TestSecretsPerCommand(t *testing.T) {
 // SIGKILL reaches the one pid and a backgrounded grandchild survives;
 // the provider's Kill (the group kill) leaves nothing.
 func TestEnvdKillIsPIDOnly(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, e2b.Options{})
 	h := create(t, ctx, p, sandbox.CreateOptions{})

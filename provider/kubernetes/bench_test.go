@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/kubernetes"
 	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
 	"github.com/d10ffeed/corral/sandbox"
@@ -137,7 +138,7 @@ func (f *floor) createFirst(b *testing.B) {
 // one raw WebSocket exec of true in a bare Pod.
 func BenchmarkExecRoundTrip(b *testing.B) {
 	p := newProvider(b, kubernetes.Options{})
-	h := create(b, p, sandbox.CreateOptions{})
+	h := testutil.Create(b, p, sandbox.CreateOptions{})
 	f := newFloor(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

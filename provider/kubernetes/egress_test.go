@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/kubernetes"
 	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
 	"github.com/d10ffeed/corral/sandbox"
@@ -22,7 +23,7 @@ func TestEgressNetworkPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := newProvider(t, kubernetes.Options{EgressPolicy: kubernetes.EgressNetworkPolicy})
-	h := create(t, p, sandbox.CreateOptions{Egress: []string{"203.0.113.7:443", "198.51.100.2"}})
+	h := testutil.Create(t, p, sandbox.CreateOptions{Egress: []string{"203.0.113.7:443", "198.51.100.2"}})
 	pod := livePod(t, ctx, p, h)
 	nps := k8stest.Client(t).NetworkingV1().NetworkPolicies(p.Namespace())
 	np, err := nps.Get(ctx, h.ID()+"-egress", metav1.GetOptions{})

@@ -3,28 +3,25 @@ package kubernetes
 import (
 	"context"
 
+	"github.com/d10ffeed/corral/provider/internal/execkit"
 	"github.com/d10ffeed/corral/sandbox"
-	"github.com/d10ffeed/corral/sandbox/execfs"
 	"github.com/d10ffeed/corral/sandbox/execproc"
 )
 
 // handle is one sandbox: a Pod.
 type handle struct {
-	p     *Provider
-	id    string // the sandbox id: the Pod's name, or the SandboxClaim's in Sandbox mode
-	pod   string // the Pod commands run in
-	fs    sandbox.FS
-	procs *execproc.Runner
-	env   *execproc.Env // create env, then SetEnv overlays
+	*execkit.Kit // FS, Exec, Spawn, SetEnv through the API server's exec
+	p            *Provider
+	id           string // the sandbox id: the Pod's name, or the SandboxClaim's in Sandbox mode
+	pod          string // the Pod commands run in
 }
 
 var _ sandbox.Handle = (*handle)(nil)
 
 func (p *Provider) newHandle(id, pod string) *handle {
-	h := &handle{p: p, id: id, pod: pod, env: execproc.NewEnv(nil)}
-	h.procs = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: id, Root: p.opts.Workdir,
-		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Logger: p.log})
-	h.fs = execfs.New(h.runFS, execfs.Options{Root: p.opts.Workdir, Provider: Name})
+	h := &handle{p: p, id: id, pod: pod}
+	h.Kit = execkit.New(backend{h}, execproc.Options{Provider: Name, ID: id, Root: p.opts.Workdir,
+		KillGrace: p.opts.KillGrace, Logger: p.log}, nil)
 	return h
 }
 
@@ -40,29 +37,6 @@ func (h *handle) WorkspaceRoot() string { return h.p.opts.Workdir }
 
 // Capabilities returns the provider's capabilities.
 func (h *handle) Capabilities() sandbox.Capabilities { return h.p.caps }
-
-// FS returns the exec-backed file system.
-func (h *handle) FS() sandbox.FS { return h.fs }
-
-// runFS is the execfs Runner: a plain exec with no environment, from "/".
-func (h *handle) runFS(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
-	return h.procs.Run(ctx, "kubernetes.fs", cmd.Argv(), cmd.Stdin, "")
-}
-
-// Exec runs a command to completion.
-func (h *handle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
-	return h.procs.Exec(ctx, cmd)
-}
-
-// Spawn starts a command and returns once it runs (its PID is known).
-// Cancelling ctx, or Command.Timeout passing, kills it.
-func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
-	return h.procs.Spawn(ctx, cmd)
-}
-
-// SetEnv merges vars into the environment of every later command. The
-// values live only in this handle.
-func (h *handle) SetEnv(ctx context.Context, vars map[string]string) error { return h.env.Set(vars) }
 
 // Snapshot is Unimplemented: a plain cluster has no Pod snapshots.
 func (h *handle) Snapshot(ctx context.Context, label string) (sandbox.Snapshot, error) {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/kubernetes"
 	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
 	"github.com/d10ffeed/corral/sandbox"
@@ -20,7 +21,7 @@ import (
 func TestSecretsStayOutOfThePod(t *testing.T) {
 	p := newProvider(t, kubernetes.Options{})
 	const canary = "corral-canary-7f3a\n'$(id)'"
-	h := create(t, p, sandbox.CreateOptions{Env: map[string]string{"CREATE_SECRET": canary}})
+	h := testutil.Create(t, p, sandbox.CreateOptions{Env: map[string]string{"CREATE_SECRET": canary}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `printf '%s|%s|' "$CREATE_SECRET" "$CMD_SECRET"; cat /proc/[0-9]*/cmdline | tr '\0' ' '`},
@@ -120,24 +121,13 @@ func TestSandboxModeWarmPoolClaim(t *testing.T) {
 	defer cancel()
 	// The first claim makes the template and the pool (it may already be
 	// served from the pool: its controller is quick).
-	first := create(t, p, sandbox.CreateOptions{})
+	first := testutil.Create(t, p, sandbox.CreateOptions{})
 	// Wait for the pool's pod to run, then claim it.
-	deadline := time.Now().Add(time.Minute)
-	var h sandbox.Handle
-	for {
+	testutil.WaitFor(t, ctx, "the warm pool's one pod to run", 100*time.Millisecond, func(ctx context.Context) (bool, error) {
 		pods, err := k8stest.Client(t).CoreV1().Pods(p.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: "agents.x-k8s.io/pool"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the warm pool's pod did not run within a minute (%d pods)", len(pods.Items))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	h = create(t, p, sandbox.CreateOptions{ID: "warm key/1"})
+		return err == nil && len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning, err
+	})
+	h := testutil.Create(t, p, sandbox.CreateOptions{ID: "warm key/1"})
 	pod, _ := kubernetes.PodName(h)
 	firstPod, _ := kubernetes.PodName(first)
 	t.Logf("first claim %s on pod %s; warm claim %s on pod %s", first.ID(), firstPod, h.ID(), pod)

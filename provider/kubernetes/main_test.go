@@ -12,7 +12,6 @@ import (
 
 	"github.com/d10ffeed/corral/provider/kubernetes"
 	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
-	"github.com/d10ffeed/corral/sandbox"
 )
 
 // runLabel marks every Pod this test binary makes, so the end of the run
@@ -41,23 +40,6 @@ func newProvider(t testing.TB, opts kubernetes.Options) *kubernetes.Provider {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return p
-}
-
-// create makes a sandbox that is destroyed when the test ends.
-func create(t testing.TB, p sandbox.Provider, opts sandbox.CreateOptions) sandbox.Handle {
-	t.Helper()
-	h, err := p.Create(context.Background(), opts)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := h.Destroy(ctx); err != nil {
-			t.Errorf("Destroy %s: %v", h.ID(), err)
-		}
-	})
-	return h
 }
 
 // TestMain fails the run if any Pod of it was left behind (and removes

@@ -59,11 +59,11 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 		undo()
 		return nil, err
 	}
-	if err := h.env.Set(opts.Env); err != nil {
+	if err := h.Env().Set(opts.Env); err != nil {
 		return fail(err)
 	}
 	if opts.SourceDir != "" {
-		if err := sandbox.UploadDir(ctx, h.fs, opts.SourceDir, Name); err != nil {
+		if err := sandbox.UploadDir(ctx, h.FS(), opts.SourceDir, Name); err != nil {
 			return fail(sandbox.Wrap(sandbox.Internal, op, name, err))
 		}
 	}

@@ -60,7 +60,7 @@ func TestShapeReachesLivePod(t *testing.T) {
 func checkShape(t *testing.T, p *kubernetes.Provider, tol corev1.Toleration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pod := livePod(t, ctx, p, create(t, p, sandbox.CreateOptions{}))
+	pod := livePod(t, ctx, p, testutil.Create(t, p, sandbox.CreateOptions{}))
 	if !slices.ContainsFunc(pod.Spec.Tolerations, func(x corev1.Toleration) bool { return x.MatchToleration(&tol) }) {
 		t.Errorf("tolerations %v lack %v", pod.Spec.Tolerations, tol)
 	}
@@ -142,7 +142,7 @@ func TestNetworkDeny(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	p := newProvider(t, kubernetes.Options{})
-	allow := create(t, p, sandbox.CreateOptions{})
+	allow := testutil.Create(t, p, sandbox.CreateOptions{})
 	gw := nodeAddress(t, ctx, allow)
 	if out := string(sh(t, ctx, allow, reach(gw, port)).Stdout); !strings.Contains(out, "reached exit=0") {
 		t.Fatalf("the allowed sandbox does not reach the node's server at %s:%d: %q", gw, port, out)

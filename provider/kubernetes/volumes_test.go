@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/kubernetes"
 	"github.com/d10ffeed/corral/provider/kubernetes/k8stest"
 	"github.com/d10ffeed/corral/sandbox"
@@ -29,7 +30,7 @@ func TestPortsService(t *testing.T) {
 	p := newProvider(t, kubernetes.Options{Ports: kubernetes.PortsService})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 	sh(t, ctx, h, "mkdir -p www && echo served > www/index.html")
 	pr, err := h.Spawn(ctx, sandbox.Command{Shell: "httpd -f -p 8080 -h www"})
 	if err != nil {
@@ -58,20 +59,10 @@ func TestPortsService(t *testing.T) {
 		t.Errorf("service metadata %+v", svc.ObjectMeta)
 	}
 	// The EndpointSlice controller puts the Pod behind the Service.
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testutil.WaitFor(t, ctx, "the service's endpoints to hold the pod's address "+pod.Status.PodIP, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		sl, err := cs.DiscoveryV1().EndpointSlices(p.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slicesHold(sl.Items, pod.Status.PodIP) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the service's endpoints %+v never held the pod's address %s", sl.Items, pod.Status.PodIP)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil && slicesHold(sl.Items, pod.Status.PodIP), err
+	})
 	// The Service's endpoint (the Pod's address, reached from the node
 	// once it has an address on the pod bridge) serves; the host reaches
 	// the cluster IP only where kube-proxy runs.
@@ -180,16 +171,10 @@ func TestWorkspacePVC(t *testing.T) {
 	if err := cs.CoreV1().Pods(p.Namespace()).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := cs.CoreV1().Pods(p.Namespace()).Get(ctx, old.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the pod was not deleted")
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	testutil.WaitFor(t, ctx, "the deletion of pod "+old.Name, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Pods(p.Namespace()).Get(ctx, old.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 	list, err := p.List(ctx, map[string]string{kubernetes.LabelSandboxID: h.ID()})
 	if err != nil || len(list) != 1 || list[0].State != "Stopped" || list[0].Key != key {
 		t.Errorf("List of a sandbox whose pod is gone: %+v, %v (want one, Stopped)", list, err)

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"sort"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -40,13 +38,7 @@ func init() {
 		Limits: func() registry.Limits {
 			return registry.Limits{Note: "no isolation and no resource limits: commands may use all the memory, CPU and processes the host gives the user"}
 		},
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.local", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Section: registry.SectionOf[Section]("provider.local"),
 		Flags: []registry.Flag{
 			{Name: "dir", Usage: "use this existing directory as the sandbox (kept afterwards)"},
 			{Name: "base-dir", Usage: "the directory that holds new sandboxes' directories (default $TMPDIR/corral-sandboxes)"},

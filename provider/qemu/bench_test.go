@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/qemu"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -70,7 +71,7 @@ func BenchmarkRawQEMUBoot(b *testing.B) {
 // BenchmarkExec is one Exec round trip (wrapper, environment, pid line).
 func BenchmarkExec(b *testing.B) {
 	p := benchProvider(b, qemu.Options{})
-	h := create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
+	h := testutil.Create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
 	ctx := context.Background()
 	for b.Loop() {
 		if _, err := h.Exec(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
@@ -82,7 +83,7 @@ func BenchmarkExec(b *testing.B) {
 // BenchmarkRawAgentExec is the floor: `true` through the agent directly.
 func BenchmarkRawAgentExec(b *testing.B) {
 	p := benchProvider(b, qemu.Options{})
-	h := create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
+	h := testutil.Create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
 	ctx := context.Background()
 	for b.Loop() {
 		if _, err := qemu.RawExec(ctx, h, "/bin/true"); err != nil {
@@ -94,7 +95,7 @@ func BenchmarkRawAgentExec(b *testing.B) {
 // BenchmarkSnapshot is Handle.Snapshot (memory and disk copies).
 func BenchmarkSnapshot(b *testing.B) {
 	p := benchProvider(b, qemu.Options{})
-	h := create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
+	h := testutil.Create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
 	ctx := context.Background()
 	for b.Loop() {
 		s, err := h.Snapshot(ctx, "bench")
@@ -110,7 +111,7 @@ func BenchmarkSnapshot(b *testing.B) {
 // BenchmarkRawMigrate is the floor: stop, migrate memory to a file, cont.
 func BenchmarkRawMigrate(b *testing.B) {
 	p := benchProvider(b, qemu.Options{})
-	h := create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
+	h := testutil.Create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
 	ctx := context.Background()
 	file := filepath.Join(b.TempDir(), "mem.bin")
 	for b.Loop() {
@@ -124,7 +125,7 @@ func BenchmarkRawMigrate(b *testing.B) {
 // Exec.
 func BenchmarkRestore(b *testing.B) {
 	p := benchProvider(b, qemu.Options{})
-	h := create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
+	h := testutil.Create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
 	ctx := context.Background()
 	s, err := h.Snapshot(ctx, "bench")
 	if err != nil {
@@ -148,7 +149,7 @@ func BenchmarkRestore(b *testing.B) {
 // BenchmarkFork is Handle.Fork (snapshot, restore under a new id).
 func BenchmarkFork(b *testing.B) {
 	p := benchProvider(b, qemu.Options{})
-	h := create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
+	h := testutil.Create(b, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
 	ctx := context.Background()
 	for b.Loop() {
 		f, err := h.Fork(ctx)

@@ -101,3 +101,6 @@ func RawMigrate(ctx context.Context, h sandbox.Handle, file string) error {
 	}
 	return q.waitMigration(ctx)
 }
+
+// OptionsOf returns the options p was made with (defaults applied).
+func OptionsOf(p *Provider) Options { return p.opts }

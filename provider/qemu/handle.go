@@ -8,8 +8,8 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/d10ffeed/corral/provider/internal/execkit"
 	"github.com/d10ffeed/corral/sandbox"
-	"github.com/d10ffeed/corral/sandbox/execfs"
 	"github.com/d10ffeed/corral/sandbox/execproc"
 )
 
@@ -18,22 +18,19 @@ const workspace = "/workspace"
 
 // handle is one VM.
 type handle struct {
-	p     *Provider
-	v     vm
-	c     *vmConfig
-	a     *agentConn
-	fs    sandbox.FS
-	procs *execproc.Runner
-	env   *execproc.Env
+	*execkit.Kit // FS, Exec, Spawn, SetEnv through the guest agent
+	p            *Provider
+	v            vm
+	c            *vmConfig
+	a            *agentConn
 }
 
 var _ sandbox.Handle = (*handle)(nil)
 
 func (p *Provider) newHandle(v vm, c *vmConfig) *handle {
-	h := &handle{p: p, v: v, c: c, a: agentFor(v, c.ID), env: execproc.NewEnv(nil)}
-	h.procs = execproc.New(backend{h.a}, execproc.Options{Provider: Name, ID: c.ID, Root: workspace,
-		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Kill: h.a.kill, Logger: p.log})
-	h.fs = execfs.New(h.runFS, execfs.Options{Root: workspace, Provider: Name})
+	h := &handle{p: p, v: v, c: c, a: agentFor(v, c.ID)}
+	h.Kit = execkit.New(backend{h.a}, execproc.Options{Provider: Name, ID: c.ID, Root: workspace,
+		KillGrace: p.opts.KillGrace, Kill: h.a.kill, Logger: p.log}, nil)
 	return h
 }
 
@@ -48,27 +45,6 @@ func (h *handle) WorkspaceRoot() string { return workspace }
 
 // Capabilities returns the provider's capabilities.
 func (h *handle) Capabilities() sandbox.Capabilities { return capabilities() }
-
-// FS returns the exec-backed file system.
-func (h *handle) FS() sandbox.FS { return h.fs }
-
-func (h *handle) runFS(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
-	return h.procs.Run(ctx, "qemu.fs", cmd.Argv(), cmd.Stdin, "")
-}
-
-// Exec runs a command to completion.
-func (h *handle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
-	return h.procs.Exec(ctx, cmd)
-}
-
-// Spawn starts a command.
-func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
-	return h.procs.Spawn(ctx, cmd)
-}
-
-// SetEnv merges vars into the environment of later commands (kept in this
-// handle only).
-func (h *handle) SetEnv(ctx context.Context, vars map[string]string) error { return h.env.Set(vars) }
 
 // ConnectPort forwards a free host port on 127.0.0.1 to port in the guest
 // (QEMU's user-mode network) and returns it. A VM created with the network

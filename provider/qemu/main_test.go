@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/qemu"
-	"github.com/d10ffeed/corral/sandbox"
 )
 
 // agentDir holds the guest agent this test binary builds.
@@ -39,10 +39,7 @@ var gate = sync.OnceValue(func() error {
 func requireQEMU(t testing.TB) {
 	t.Helper()
 	if err := gate(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true: %v", err)
-		}
-		t.Skip(err.Error())
+		testutil.Unavailable(t, err.Error())
 	}
 }
 
@@ -56,23 +53,6 @@ func newProvider(t testing.TB, opts qemu.Options) *qemu.Provider {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// create makes a sandbox that is destroyed when the test ends.
-func create(t testing.TB, p sandbox.Provider, opts sandbox.CreateOptions) sandbox.Handle {
-	t.Helper()
-	h, err := p.Create(context.Background(), opts)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := h.Destroy(ctx); err != nil {
-			t.Errorf("Destroy %s: %v", h.ID(), err)
-		}
-	})
-	return h
 }
 
 func agentPath() string { return filepath.Join(agentDir, "corral-guest") }

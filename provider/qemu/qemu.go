@@ -273,9 +273,9 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 			return nil, err
 		}
 	}
-	_ = h.env.Set(opts.Env)
+	_ = h.Env().Set(opts.Env)
 	if opts.SourceDir != "" {
-		if err := sandbox.UploadDir(ctx, h.fs, opts.SourceDir, Name); err != nil {
+		if err := sandbox.UploadDir(ctx, h.FS(), opts.SourceDir, Name); err != nil {
 			_ = p.Destroy(context.WithoutCancel(ctx), id)
 			return nil, err
 		}

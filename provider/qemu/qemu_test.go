@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/qemu"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -15,7 +16,7 @@ import (
 func TestBootExec(t *testing.T) {
 	p := newProvider(t, qemu.Options{})
 	t0 := time.Now()
-	h := create(t, p, sandbox.CreateOptions{Env: map[string]string{"GREETING": "hi there"}})
+	h := testutil.Create(t, p, sandbox.CreateOptions{Env: map[string]string{"GREETING": "hi there"}})
 	t.Logf("accel %s, create %v", p.Accel(), time.Since(t0))
 	ctx := context.Background()
 	res, err := h.Exec(ctx, sandbox.Command{Shell: `echo "$GREETING"; pwd; exit 3`})
@@ -54,7 +55,7 @@ func TestDockerImageRoot(t *testing.T) {
 	}
 	p := newProvider(t, qemu.Options{Image: image})
 	ctx := context.Background()
-	h := create(t, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
+	h := testutil.Create(t, p, sandbox.CreateOptions{Network: sandbox.NetworkDeny})
 	res, err := h.Exec(ctx, sandbox.Command{Shell: "cat /etc/passwd | head -1; test -d /workspace && echo ws"})
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -27,13 +25,7 @@ func init() {
 				Text: fmt.Sprintf("%d vCPU, %d MiB memory, %d MiB workspace disk (a VM)", DefaultCPUs, DefaultMemoryMB, DefaultWorkspaceMB),
 				Note: "change with corral.yaml provider.qemu cpus, memoryMB, workspaceMB or --cpus, --memory"}
 		},
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.qemu", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Section: registry.SectionOf[Section]("provider.qemu"),
 		Flags: []registry.Flag{
 			{Name: "image", Usage: "local Docker image whose file system is the guest's root (default: the host's static BusyBox)"},
 			{Name: "rootdir", Usage: "host directory that is the guest's root (instead of --image)"},
@@ -43,24 +35,22 @@ func init() {
 			{Name: "network", Usage: `"none" denies the network (no network device); default user-mode networking`},
 		},
 		Open: func(v registry.Values, o registry.OpenOptions) (sandbox.Provider, error) {
-			opts := Options{Image: v["image"], RootDir: v["rootdir"], Accel: v["accel"], Logger: o.Logger}
+			// The flags are a section's keys: one way from them to the
+			// provider (paths as given, relative to the working directory).
+			s := Section{Image: v["image"], RootDir: v["rootdir"], Accel: v["accel"]}
 			for _, f := range []struct {
 				name string
 				dst  *int
-			}{{"cpus", &opts.CPUs}, {"memory", &opts.MemoryMB}} {
-				if s := v[f.name]; s != "" {
-					n, err := strconv.Atoi(s)
+			}{{"cpus", &s.CPUs}, {"memory", &s.MemoryMB}} {
+				if a := v[f.name]; a != "" {
+					n, err := strconv.Atoi(a)
 					if err != nil || n <= 0 {
-						return nil, registry.FlagError(f.name, fmt.Errorf("want a positive integer, got %q", s))
+						return nil, registry.FlagError(f.name, fmt.Errorf("want a positive integer, got %q", a))
 					}
 					*f.dst = n
 				}
 			}
-			p, err := New(opts)
-			if err != nil {
-				return nil, err
-			}
-			return Managed{p}, nil
+			return s.Provider(registry.BuildOptions{Logger: o.Logger})
 		},
 		CreateOptions: func(v registry.Values) sandbox.CreateOptions {
 			if v["network"] == "none" {

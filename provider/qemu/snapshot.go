@@ -113,7 +113,7 @@ func (h *handle) Fork(ctx context.Context) (sandbox.Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = f.env.Set(h.env.Copy())
+	_ = f.Env().Set(h.Env().Copy())
 	return f, nil
 }
 
@@ -139,7 +139,7 @@ func (p *Provider) RestoreSnapshot(ctx context.Context, snapshot string, opts sa
 	if err != nil {
 		return nil, err
 	}
-	_ = h.env.Set(opts.Env)
+	_ = h.Env().Set(opts.Env)
 	return h, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/qemu"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -29,26 +30,20 @@ func shOut(t testing.TB, ctx context.Context, h sandbox.Handle, script string) s
 	return strings.TrimSpace(string(res.Stdout))
 }
 
-// waitFile polls for name in h until it exists (bounded by a generous
-// hang guard, never a verdict on timing).
+// waitFile waits for name to exist in h.
 func waitFile(t testing.TB, ctx context.Context, h sandbox.Handle, name string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for {
-		ok, err := h.FS().Exists(ctx, name)
-		if err != nil {
-			t.Fatalf("Exists(%s) in %s: %v", name, h.ID(), err)
-		}
-		if ok {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never appeared in %s", name, h.ID())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	testutil.WaitFor(t, ctx, name+" in "+h.ID(), 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		return h.FS().Exists(ctx, name)
+	})
+}
+
+// vmGone waits for the QEMU of sandbox id to have ended.
+func vmGone(t testing.TB, ctx context.Context, p *qemu.Provider, id string) {
+	t.Helper()
+	testutil.WaitFor(t, ctx, "the end of "+id+"'s QEMU", 20*time.Millisecond, func(context.Context) (bool, error) {
+		return qemu.PID(p, id) == 0, nil
+	})
 }
 
 // TestSnapshotRunningProcess snapshots a VM while a process in it is
@@ -57,7 +52,7 @@ func waitFile(t testing.TB, ctx context.Context, h sandbox.Handle, name string) 
 func TestSnapshotRunningProcess(t *testing.T) {
 	p := newProvider(t, qemu.Options{})
 	ctx := context.Background()
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 	// A process that needs the VM's memory to go on: its counter lives
 	// only in the shell's memory until it writes the final line.
 	proc, err := h.Spawn(ctx, sandbox.Command{Shell: `i=0; touch started; while [ $i -lt 30 ]; do i=$((i+1)); sleep 0.1; done; echo "counted $i in $$" > done`})
@@ -126,9 +121,7 @@ func TestDestroyDeadVM(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for qemu.PID(p, h.ID()) != 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	vmGone(t, ctx, p, h.ID())
 	if err := p.Destroy(ctx, h.ID()); err != nil {
 		t.Fatalf("Destroy of a dead VM: %v", err)
 	}
@@ -142,12 +135,10 @@ func TestDestroyDeadVM(t *testing.T) {
 func TestResumeDeadVMBootsDisks(t *testing.T) {
 	p := newProvider(t, qemu.Options{})
 	ctx := context.Background()
-	h := create(t, p, sandbox.CreateOptions{})
+	h := testutil.Create(t, p, sandbox.CreateOptions{})
 	shOut(t, ctx, h, "echo kept > f; sync")
 	_ = syscall.Kill(qemu.PID(p, h.ID()), syscall.SIGKILL)
-	for qemu.PID(p, h.ID()) != 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	vmGone(t, ctx, p, h.ID())
 	r, err := p.Resume(ctx, h.ID())
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func (p *Provider) template(ctx context.Context, c *vmConfig, root, wsBase strin
 	defer func() { _ = p.Destroy(context.WithoutCancel(ctx), tc.ID) }()
 	// The guest's page cache holds what boot read; drop it so the memory
 	// file is small.
-	if _, err := h.procs.Run(ctx, "qemu.template", []string{"sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"}, nil, ""); err != nil {
+	if _, err := h.Procs().Run(ctx, "qemu.template", []string{"sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"}, nil, ""); err != nil {
 		return nil, err
 	}
 	m, err := h.snapshot(ctx, "qemu.template", "template")

@@ -30,7 +30,7 @@ func requests(f *railwayfake.Fake) int {
 // handle's first write and read).
 func TestRequestCounts(t *testing.T) {
 	f := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, f, railway.Options{})
 	count := func(fn func() error) int {
 		t.Helper()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/journal"
 	"github.com/d10ffeed/corral/provider/railway"
 	"github.com/d10ffeed/corral/provider/railway/railwayfake"
@@ -34,7 +35,7 @@ func procsLeft(f *railwayfake.Fake, id string) int {
 // much output arrived; then the next Exec still works.
 func TestDroppedExecSocket(t *testing.T) {
 	f := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, f, railway.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "drop"})
 	if err != nil {
@@ -75,7 +76,7 @@ func TestDroppedExecSocket(t *testing.T) {
 // mid-stream still delivers every line exactly once, from the start and
 // from an offset on reattach, and leaves no follower behind.
 func TestJournaledRunSurvivesDrops(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, railway.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "drops"})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/command"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/railway"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
@@ -22,7 +23,7 @@ import (
 // new sandbox (ensure re-bootstraps).
 func TestIdleDestroyedRun(t *testing.T) {
 	f := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, f, railway.Options{})
 	if p.Capabilities().DurableFilesystem {
 		t.Fatal("railway claims a durable file system")

@@ -1,11 +1,10 @@
 package railway_test
 
 import (
-	"context"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/railway"
 	"github.com/d10ffeed/corral/provider/railway/railwayfake"
 )
@@ -24,30 +23,12 @@ func newFake(t *testing.T) *railwayfake.Fake {
 	return f
 }
 
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) all() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
-
 // newProvider returns a provider pointed at f (workspace under the
 // sandbox's $HOME, since the fake's sandboxes are host directories), with
 // cloudhttp's pauses recorded instead of waited.
-func newProvider(t *testing.T, f *railwayfake.Fake, opts railway.Options) (*railway.Provider, *sleeps) {
+func newProvider(t *testing.T, f *railwayfake.Fake, opts railway.Options) (*railway.Provider, *testutil.Sleeps) {
 	t.Helper()
-	sl := &sleeps{}
+	sl := &testutil.Sleeps{}
 	opts.Endpoint = f.GraphQLURL()
 	opts.ExecEndpoint = f.ExecWSURL()
 	if opts.Token == "" {
@@ -60,7 +41,7 @@ func newProvider(t *testing.T, f *railwayfake.Fake, opts railway.Options) (*rail
 		opts.Workdir = "~/workspace"
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sl.sleep
+		opts.Sleep = sl.Sleep
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = func() float64 { return 0.5 }
@@ -73,13 +54,4 @@ func newProvider(t *testing.T, f *railwayfake.Fake, opts railway.Options) (*rail
 		t.Fatal(err)
 	}
 	return p, sl
-}
-
-// hangGuard is a context that ends the test's calls if they hang (not a
-// verdict).
-func hangGuard(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/railway"
 	"github.com/d10ffeed/corral/provider/railway/railwayfake"
 	"github.com/d10ffeed/corral/provider/registry"
@@ -59,7 +60,7 @@ func TestManage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Close)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, f, railway.Options{})
 	m := railway.Managed{Provider: p}
 
@@ -134,7 +135,7 @@ func TestManage(t *testing.T) {
 // serves at most 100 a page).
 func TestListPages(t *testing.T) {
 	f := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	for range 101 {
 		foreignCreate(t, f)
 	}
@@ -157,7 +158,7 @@ func TestListPages(t *testing.T) {
 // missing variables, and refuses network none with the reason.
 func TestSection(t *testing.T) {
 	f := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	for _, k := range []string{railway.EnvProjectToken, railway.EnvAPIToken, railway.EnvEnvironment, railway.EnvEndpoint, railway.EnvExecEndpoint} {
 		t.Setenv(k, "")
 	}

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -121,13 +119,7 @@ func init() {
 			p, _ := New(Options{Token: "-", EnvironmentID: "-"})
 			return p.Capabilities()
 		},
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.railway", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Section: registry.SectionOf[Section]("provider.railway"),
 		Flags: []registry.Flag{
 			{Name: "environment", Usage: "the Railway environment id (default " + EnvEnvironment + ")"},
 			{Name: "region", Usage: "the region sandboxes run in (default Railway's)"},

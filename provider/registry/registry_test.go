@@ -29,12 +29,9 @@ func init() {
 		Name:         "fake",
 		Summary:      "a provider registered by a test",
 		Capabilities: func() sandbox.Capabilities { return sandbox.Capabilities{Exec: true} },
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s fakeSection
-			return &s, registry.Decode(n, "provider.fake", &s)
-		},
-		Flags: []registry.Flag{{Name: "region", Usage: "the region"}},
-		Open:  func(registry.Values, registry.OpenOptions) (sandbox.Provider, error) { return fake{}, nil },
+		Section:      registry.SectionOf[fakeSection]("provider.fake"),
+		Flags:        []registry.Flag{{Name: "region", Usage: "the region"}},
+		Open:         func(registry.Values, registry.OpenOptions) (sandbox.Provider, error) { return fake{}, nil },
 	})
 	registry.Register(registry.Entry{
 		Name:         "other",
@@ -129,6 +126,14 @@ func TestDecodeRefusesUnknownKeysWithTheLine(t *testing.T) {
 	c, err := e.Section(nil)
 	if err != nil || c == nil {
 		t.Errorf("absent section: %v %v", c, err)
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte("region: eu\nsize: 2\n"), &n); err != nil {
+		t.Fatal(err)
+	}
+	c, err = e.Section(n.Content[0])
+	if s, ok := c.(*fakeSection); err != nil || !ok || *s != (fakeSection{Region: "eu", Size: 2}) {
+		t.Errorf("a good section decodes to %#v, %v", c, err)
 	}
 }
 

@@ -36,6 +36,23 @@ func Decode(n *yaml.Node, section string, v any) error {
 	return n.Decode(v)
 }
 
+// SectionOf returns an Entry.Section that decodes a provider's corral.yaml
+// section strictly (Decode, messages naming section, "provider.docker")
+// into a fresh S: the Section func of every provider whose section needs
+// no more checks than Decode's.
+func SectionOf[S any, PS interface {
+	*S
+	Config
+}](section string) func(*yaml.Node) (Config, error) {
+	return func(n *yaml.Node) (Config, error) {
+		var s S
+		if err := Decode(n, section, &s); err != nil {
+			return nil, err
+		}
+		return PS(&s), nil
+	}
+}
+
 // yamlKeys returns the yaml keys of a struct type (or pointer to one).
 func yamlKeys(t reflect.Type) map[string]bool {
 	for t.Kind() == reflect.Pointer {

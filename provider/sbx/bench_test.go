@@ -3,6 +3,7 @@ package sbx_test
 import (
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/sbx"
 	"github.com/d10ffeed/corral/provider/sbx/sbxfake"
 	"github.com/d10ffeed/corral/sandbox"
@@ -15,7 +16,7 @@ import (
 func TestRequestCounts(t *testing.T) {
 	f := newFake(t)
 	p := newProvider(t, f, sbx.Options{})
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	count := func() int { c, _ := sbxfake.Calls(f.state); return len(c) }
 	steps := []struct {
 		name string
@@ -30,7 +31,7 @@ func TestRequestCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Destroy(hangGuard(t), h.ID()) })
+	t.Cleanup(func() { _ = p.Destroy(testutil.HangGuard(t), h.ID()) })
 	got := map[string]int{"create": count() - before}
 	for _, s := range steps {
 		before = count()

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/sbx"
 	"github.com/d10ffeed/corral/provider/sbx/sbxfake"
 	"github.com/d10ffeed/corral/sandbox"
@@ -16,7 +17,7 @@ import (
 // only add to the machine's default policy.
 func TestEgressTranslated(t *testing.T) {
 	f := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p := newProvider(t, f, sbx.Options{EgressDefaultDenied: true})
 	rec := createRecorded(t, f, p, sandbox.CreateOptions{ID: "egress", Egress: []string{"api.anthropic.com", "*.npmjs.org", "10.1.2.3:22"}})
 	if len(rec.Policies) != 1 || rec.Policies[0].Decision != "allow" || strings.Join(rec.Policies[0].Resources, ",") != "api.anthropic.com,*.npmjs.org,10.1.2.3:22" || rec.Status != "stopped" {
@@ -38,11 +39,11 @@ func TestEgressTranslated(t *testing.T) {
 // returns the fake's record of it.
 func createRecorded(t *testing.T, f *fake, p *sbx.Provider, opts sandbox.CreateOptions) sbxfake.Record {
 	t.Helper()
-	h, err := p.Create(hangGuard(t), opts)
+	h, err := p.Create(testutil.HangGuard(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Destroy(hangGuard(t), h.ID()) })
+	t.Cleanup(func() { _ = p.Destroy(testutil.HangGuard(t), h.ID()) })
 	rec, ok := sbxfake.Lookup(f.state, h.ID())
 	if !ok {
 		t.Fatal("no fake record")

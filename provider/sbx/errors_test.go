@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/provider/sbx"
 	"github.com/d10ffeed/corral/provider/sbx/sbxfake"
@@ -29,7 +30,7 @@ func TestErrors(t *testing.T) {
 			}
 			return p
 		}, func(t *testing.T, p *sbx.Provider) error {
-			_, err := p.Create(hangGuard(t), sandbox.CreateOptions{ID: "k1"})
+			_, err := p.Create(testutil.HangGuard(t), sandbox.CreateOptions{ID: "k1"})
 			return err
 		}, sandbox.FailedPrecondition, []string{`"sbx"`, "not on PATH", "sbx login"}},
 		{"ping without sbx", func(t *testing.T, f *fake) *sbx.Provider {
@@ -38,7 +39,7 @@ func TestErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			return p
-		}, func(t *testing.T, p *sbx.Provider) error { return sbx.Managed{Provider: p}.Ping(hangGuard(t)) },
+		}, func(t *testing.T, p *sbx.Provider) error { return sbx.Managed{Provider: p}.Ping(testutil.HangGuard(t)) },
 			sandbox.FailedPrecondition, []string{"not on PATH"}},
 		{"logged out", func(t *testing.T, f *fake) *sbx.Provider {
 			if err := sbxfake.SetLoggedOut(f.state, true); err != nil {
@@ -46,23 +47,23 @@ func TestErrors(t *testing.T) {
 			}
 			return newProvider(t, f, sbx.Options{})
 		}, func(t *testing.T, p *sbx.Provider) error {
-			_, err := p.Create(hangGuard(t), sandbox.CreateOptions{ID: "k2"})
+			_, err := p.Create(testutil.HangGuard(t), sandbox.CreateOptions{ID: "k2"})
 			return err
 		}, sandbox.PermissionDenied, []string{"sbx login"}},
 		{"resume of a missing sandbox", func(t *testing.T, f *fake) *sbx.Provider { return newProvider(t, f, sbx.Options{}) },
 			func(t *testing.T, p *sbx.Provider) error {
-				_, err := p.Resume(hangGuard(t), sbx.SandboxName("nope"))
+				_, err := p.Resume(testutil.HangGuard(t), sbx.SandboxName("nope"))
 				return err
 			}, sandbox.NotFound, []string{"sbx ls"}},
 		{"resume of a foreign name", func(t *testing.T, f *fake) *sbx.Provider { return newProvider(t, f, sbx.Options{}) },
 			func(t *testing.T, p *sbx.Provider) error {
-				_, err := p.Resume(hangGuard(t), "../etc")
+				_, err := p.Resume(testutil.HangGuard(t), "../etc")
 				return err
 			}, sandbox.InvalidArgument, []string{"corral-"}},
 		{"deny with an allow list", func(t *testing.T, f *fake) *sbx.Provider {
 			return newProvider(t, f, sbx.Options{AllowNetwork: []string{"example.com"}})
 		}, func(t *testing.T, p *sbx.Provider) error {
-			_, err := p.Create(hangGuard(t), sandbox.CreateOptions{ID: "k3", Network: sandbox.NetworkDeny})
+			_, err := p.Create(testutil.HangGuard(t), sandbox.CreateOptions{ID: "k3", Network: sandbox.NetworkDeny})
 			return err
 		}, sandbox.InvalidArgument, []string{"allowNetwork"}},
 		{"bad network rule", func(t *testing.T, f *fake) *sbx.Provider { return nil }, func(t *testing.T, _ *sbx.Provider) error {
@@ -71,7 +72,7 @@ func TestErrors(t *testing.T) {
 		}, sandbox.InvalidArgument, []string{"no commas"}},
 		{"exec in a removed sandbox", func(t *testing.T, f *fake) *sbx.Provider { return newProvider(t, f, sbx.Options{}) },
 			func(t *testing.T, p *sbx.Provider) error {
-				ctx := hangGuard(t)
+				ctx := testutil.HangGuard(t)
 				h, err := p.Create(ctx, sandbox.CreateOptions{ID: "k4"})
 				if err != nil {
 					t.Fatal(err)
@@ -106,12 +107,12 @@ func TestSecretsNotInArgv(t *testing.T) {
 	const canary = "sbx-canary-5e1f9a7c"
 	f := newFake(t)
 	p := newProvider(t, f, sbx.Options{})
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "secret", Env: map[string]string{"TOKEN_A": canary + "-a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Destroy(hangGuard(t), h.ID()) })
+	t.Cleanup(func() { _ = p.Destroy(testutil.HangGuard(t), h.ID()) })
 	if err := h.SetEnv(ctx, map[string]string{"TOKEN_B": canary + "-b ="}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestSecretsNotInArgv(t *testing.T) {
 // before the sandbox first runs.
 func TestNetworkPolicy(t *testing.T) {
 	f := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p := newProvider(t, f, sbx.Options{AllowNetwork: []string{"api.anthropic.com", "*.npmjs.org"}, DenyNetwork: []string{"ads.example.com"}})
 	rec := createRecorded(t, f, p, sandbox.CreateOptions{ID: "net"})
 	got := []string{}
@@ -157,7 +158,7 @@ func TestNetworkPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p2.Destroy(hangGuard(t), h2.ID()) })
+	t.Cleanup(func() { _ = p2.Destroy(testutil.HangGuard(t), h2.ID()) })
 	rec2, _ := sbxfake.Lookup(f.state, h2.ID())
 	if len(rec2.Policies) != 1 || rec2.Policies[0].Decision != "deny" || rec2.Policies[0].Resources[0] != "**" {
 		t.Fatalf("deny rules %+v", rec2.Policies)
@@ -169,7 +170,7 @@ func TestNetworkPolicy(t *testing.T) {
 // the JSON is skipped), and prune removes them.
 func TestManage(t *testing.T) {
 	f := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p := newProvider(t, f, sbx.Options{})
 	m := sbx.Managed{Provider: p}
 	for _, k := range []string{"a", "b"} {

@@ -59,10 +59,3 @@ func newProvider(t *testing.T, f *fake, opts sbx.Options) *sbx.Provider {
 	}
 	return p
 }
-
-func hangGuard(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}

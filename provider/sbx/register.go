@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -74,13 +72,7 @@ func init() {
 			p, _ := New(Options{StateDir: os.TempDir()})
 			return p.Capabilities()
 		},
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.sbx", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Section: registry.SectionOf[Section]("provider.sbx"),
 		Flags: []registry.Flag{
 			{Name: "binary", Usage: "the sbx CLI (default sbx on PATH)"},
 			{Name: "agent", Usage: "the sandbox type for sbx create (default shell)"},

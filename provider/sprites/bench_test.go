@@ -3,6 +3,7 @@ package sprites_test
 import (
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/sprites"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -13,7 +14,7 @@ import (
 // readFile: 1), and logs both.
 func TestRequestCounts(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, sprites.Options{})
 	before := s.Requests()
 	h, err := p.Create(ctx, sandbox.CreateOptions{})

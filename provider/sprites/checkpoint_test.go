@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/sprites"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -14,7 +15,7 @@ import (
 // polling a sentinel with backoff — the pauses are recorded, never slept.
 func TestCheckpointRestoreInPlace(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, sl := newProvider(t, s, sprites.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{})
 	if err != nil {
@@ -42,7 +43,7 @@ func TestCheckpointRestoreInPlace(t *testing.T) {
 		t.Fatalf("after the restore: %q, %v", got, err)
 	}
 	list, _ := c.Checkpoints(ctx)
-	t.Logf("checkpoint %s (%d listed); restore waited through %d fs/read calls (2 refused by the fake), pauses recorded %v", cp.ID, len(list), reads, sl.all())
+	t.Logf("checkpoint %s (%d listed); restore waited through %d fs/read calls (2 refused by the fake), pauses recorded %v", cp.ID, len(list), reads, sl.All())
 	if reads < 4 {
 		t.Fatalf("the restore returned after %d reads: it did not wait for reads to work", reads)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/sprites"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -21,7 +22,7 @@ func TestErrors(t *testing.T) {
 		t.Logf("missing key: %v", err)
 	}
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	good, _ := newProvider(t, s, sprites.Options{})
 	h, err := good.Create(ctx, sandbox.CreateOptions{ID: "errors-case"})
 	if err != nil {
@@ -85,7 +86,7 @@ func TestErrors(t *testing.T) {
 // command with an overlay keeps PATH and HOME, and the overlay reaches it.
 func TestEnvReplacesDefault(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, sprites.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{Env: map[string]string{"CORRAL_CANARY": "canary-9d8e7f"}})
 	if err != nil {

@@ -1,13 +1,11 @@
 package sprites_test
 
 import (
-	"context"
 	"net"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/sprites"
 	"github.com/d10ffeed/corral/provider/sprites/spritesfake"
 )
@@ -37,30 +35,11 @@ func newFake(t *testing.T) *spritesfake.Server {
 	return s
 }
 
-// sleeps records the pauses asked for instead of waiting them.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) all() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
-
 // newProvider returns the provider over the fake; pauses are recorded,
 // not waited.
-func newProvider(t *testing.T, s *spritesfake.Server, opts sprites.Options) (*sprites.Provider, *sleeps) {
+func newProvider(t *testing.T, s *spritesfake.Server, opts sprites.Options) (*sprites.Provider, *testutil.Sleeps) {
 	t.Helper()
-	sl := &sleeps{}
+	sl := &testutil.Sleeps{}
 	opts.APIURL = s.APIURL()
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
@@ -69,7 +48,7 @@ func newProvider(t *testing.T, s *spritesfake.Server, opts sprites.Options) (*sp
 		opts.HTTPPort = s.HTTPPort()
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sl.sleep
+		opts.Sleep = sl.Sleep
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = func() float64 { return 0 }
@@ -79,11 +58,4 @@ func newProvider(t *testing.T, s *spritesfake.Server, opts sprites.Options) (*sp
 		t.Fatal(err)
 	}
 	return p, sl
-}
-
-func hangGuard(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }

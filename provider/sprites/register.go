@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/cloudhttp"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
@@ -61,13 +59,7 @@ func init() {
 			p, _ := New(Options{APIKey: "-"})
 			return p.Capabilities()
 		},
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.sprites", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Section: registry.SectionOf[Section]("provider.sprites"),
 		Flags: []registry.Flag{
 			{Name: "api-url", Usage: "the Sprites API (default SPRITES_API_URL, else https://api.sprites.dev)"},
 			{Name: "workdir", Usage: "the workspace in the Sprite (default $HOME/workspace)"},

@@ -3,6 +3,7 @@ package upstashbox_test
 import (
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/upstashbox"
 	"github.com/d10ffeed/corral/provider/upstashbox/upstashboxfake"
 	"github.com/d10ffeed/corral/sandbox"
@@ -15,7 +16,7 @@ import (
 // each). It fails if corral's exec, write or read takes more than the
 // SDK's one request.
 func TestRequestCounts(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, upstashbox.Options{})
 	count := func(op string, sdk int, fn func()) int {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/upstashbox"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -14,7 +15,7 @@ import (
 // and 429 become codes naming the backend with its message and request
 // id; no error carries the key.
 func TestErrors(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	if _, err := upstashbox.New(upstashbox.Options{}); sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "UPSTASH_BOX_API_KEY") {
 		t.Errorf("missing key: %v", err)
 	}
@@ -52,7 +53,7 @@ func TestErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), "req-") {
 				t.Errorf("no request id in %q", err)
 			}
-			t.Logf("%s: %v (pauses asked: %v)", c.name, err, sl.all())
+			t.Logf("%s: %v (pauses asked: %v)", c.name, err, sl.All())
 		})
 	}
 }
@@ -60,7 +61,7 @@ func TestErrors(t *testing.T) {
 // TestCreateReconciled: a create accepted then answered 504 is looked up
 // by name: one box, and Destroy leaves none.
 func TestCreateReconciled(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, upstashbox.Options{})
 	in := f.Inject("create", fakecloud.Fault{Accept: true, Status: http.StatusGatewayTimeout})
@@ -81,7 +82,7 @@ func TestCreateReconciled(t *testing.T) {
 // TestSecretsNeverInRESTBodies: the create env and SetEnv reach commands
 // (Exec and Spawn) and no REST body (create, HTTP exec) holds them.
 func TestSecretsNeverInRESTBodies(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, upstashbox.Options{})
 	const canary = "canary-5ec4e7-do-not-leak"

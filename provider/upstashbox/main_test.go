@@ -2,10 +2,10 @@ package upstashbox_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/upstashbox"
 	"github.com/d10ffeed/corral/provider/upstashbox/upstashboxfake"
 	"github.com/d10ffeed/corral/sandbox"
@@ -25,30 +25,11 @@ func newFake(t *testing.T) *upstashboxfake.Fake {
 	return f
 }
 
-// sleeps records the pauses cloudhttp asked for instead of waiting them.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) all() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
-
 // newProvider returns the provider over the fake (the workspace learnt
 // from the box, since the fake's boxes are host directories).
-func newProvider(t *testing.T, f *upstashboxfake.Fake, opts upstashbox.Options) (*upstashbox.Provider, *sleeps) {
+func newProvider(t *testing.T, f *upstashboxfake.Fake, opts upstashbox.Options) (*upstashbox.Provider, *testutil.Sleeps) {
 	t.Helper()
-	sl := &sleeps{}
+	sl := &testutil.Sleeps{}
 	if opts.APIKey == "" {
 		opts.APIKey = testKey
 	}
@@ -57,7 +38,7 @@ func newProvider(t *testing.T, f *upstashboxfake.Fake, opts upstashbox.Options) 
 		opts.PortURL = f.PortURL
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sl.sleep
+		opts.Sleep = sl.Sleep
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = func() float64 { return 0 }
@@ -70,14 +51,6 @@ func newProvider(t *testing.T, f *upstashboxfake.Fake, opts upstashbox.Options) 
 		t.Fatal(err)
 	}
 	return p, sl
-}
-
-// hangGuard bounds a case; it never decides a verdict.
-func hangGuard(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func create(t *testing.T, ctx context.Context, p sandbox.Provider, opts sandbox.CreateOptions) sandbox.Handle {

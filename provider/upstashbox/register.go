@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/cloudhttp"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
@@ -65,13 +63,7 @@ func init() {
 			p, _ := New(Options{APIKey: "-"})
 			return p.Capabilities()
 		},
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.upstashbox", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Section: registry.SectionOf[Section]("provider.upstashbox"),
 		Flags: []registry.Flag{
 			{Name: "base-url", Usage: "Upstash Box's API (default UPSTASH_BOX_BASE_URL, else https://us-east-1.box.upstash.com)"},
 			{Name: "runtime", Usage: "the box runtime: node, python, golang, ruby, rust (default node)"},

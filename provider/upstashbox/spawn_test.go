@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/upstashbox"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -16,7 +17,7 @@ import (
 // follow/FollowerShellKilled) cannot kill them before they recorded what
 // the follower needs. Before, the waiter carried it (2 processes).
 func TestSpawnArgvOnlyInCommand(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, newFake(t), upstashbox.Options{})
 	h := create(t, ctx, p, sandbox.CreateOptions{ID: "argv"})
 	const mark = "argvmark-3b7f1c"

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/vercel"
 	"github.com/d10ffeed/corral/provider/vercel/vercelfake"
 	"github.com/d10ffeed/corral/sandbox"
@@ -28,7 +29,7 @@ func requests(s *vercelfake.Server) int {
 // runCommand 1, writeFiles 1, readFileToBuffer 1).
 func TestRequestCounts(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, vercel.Options{})
 	count := func(f func() error) int {
 		t.Helper()

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/vercel"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -15,7 +16,7 @@ import (
 // ports, and the fake refuses a policy the API would (a domain with a
 // port, a malformed CIDR).
 func TestEgressTranslated(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	f := newFake(t)
 	p, _ := newProvider(t, f, vercel.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "eg-1", Egress: []string{"api.anthropic.com", "*.npmjs.org", "API.anthropic.com", "203.0.113.7"}})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/provider/vercel"
 	"github.com/d10ffeed/corral/sandbox"
@@ -32,7 +33,7 @@ func TestErrors(t *testing.T) {
 		t.Logf("missing %s: %v", tc.want, err)
 	}
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	good, _ := newProvider(t, s, vercel.Options{})
 	h, err := good.Create(ctx, sandbox.CreateOptions{ID: "errors-case"})
 	if err != nil {
@@ -76,7 +77,7 @@ func TestErrors(t *testing.T) {
 // sandbox's persisted configuration) and never the command's argv.
 func TestSecretsStayOutOfConfiguration(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, vercel.Options{})
 	const canary, canary2 = "canary-secret-9d8e7f", "canary-later-1a2b3c"
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "secrets-case", Env: map[string]string{"CORRAL_CANARY": canary}})
@@ -118,7 +119,7 @@ func TestSecretsStayOutOfConfiguration(t *testing.T) {
 // corral=1), with their keys; prune deletes them.
 func TestListAndPrune(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, vercel.Options{})
 	for _, k := range []string{"key-one", "key/two with space"} {
 		if _, err := p.Create(ctx, sandbox.CreateOptions{ID: k}); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/vercel"
 	"github.com/d10ffeed/corral/provider/vercel/vercelfake"
 	"github.com/d10ffeed/corral/sandbox"
@@ -22,7 +23,7 @@ import (
 // provider's kill (the process group, from a second command) stops it.
 func TestKillReachesTheTree(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, vercel.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "kill-case"})
 	if err != nil {
@@ -89,7 +90,7 @@ func TestKillReachesTheTree(t *testing.T) {
 // code asked for: the Exec still succeeds with the whole output.
 func TestDroppedStream(t *testing.T) {
 	s := newFake(t)
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	p, _ := newProvider(t, s, vercel.Options{})
 	h, err := p.Create(ctx, sandbox.CreateOptions{ID: "drop-case"})
 	if err != nil {

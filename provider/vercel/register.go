@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/d10ffeed/corral/provider/cloudhttp"
 	"github.com/d10ffeed/corral/provider/registry"
 	"github.com/d10ffeed/corral/sandbox"
@@ -79,13 +77,7 @@ func init() {
 			p, _ := New(Options{Token: "-", TeamID: "-", ProjectID: "-"})
 			return p.Capabilities()
 		},
-		Section: func(n *yaml.Node) (registry.Config, error) {
-			var s Section
-			if err := registry.Decode(n, "provider.vercel", &s); err != nil {
-				return nil, err
-			}
-			return &s, nil
-		},
+		Section: registry.SectionOf[Section]("provider.vercel"),
 		Flags: []registry.Flag{
 			{Name: "team", Usage: "the Vercel team id (default VERCEL_TEAM_ID)"},
 			{Name: "project", Usage: "the Vercel project id (default VERCEL_PROJECT_ID)"},

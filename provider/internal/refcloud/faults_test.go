@@ -9,18 +9,11 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/journal"
 	"github.com/d10ffeed/corral/provider/internal/refcloud"
 	"github.com/d10ffeed/corral/sandbox"
 )
-
-// hangGuard bounds a case; it never decides a verdict.
-func hangGuard(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func create(t *testing.T, ctx context.Context, p *refcloud.Provider, opts sandbox.CreateOptions) sandbox.Handle {
 	t.Helper()
@@ -36,7 +29,7 @@ func create(t *testing.T, ctx context.Context, p *refcloud.Provider, opts sandbo
 // lookup (Resume's GET) is waited out exactly as the backend asked, and
 // the lookup succeeds.
 func TestLookup429Burst(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	s := newFake(t, fakecloud.GroupKill)
 	p, sl := newProvider(t, s, refcloud.Options{})
 	h := create(t, ctx, p, sandbox.CreateOptions{})
@@ -46,7 +39,7 @@ func TestLookup429Burst(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Resume after a 429 burst: %v", err)
 	}
-	pauses := sl.all()
+	pauses := sl.All()
 	t.Logf("429 burst: %d refused, %d GETs sent, pauses asked for %v, resumed %s", burst.Hits(), s.Count("get")-before, pauses, r.ID())
 	if burst.Hits() != 3 || s.Count("get")-before != 4 || len(pauses) != 3 {
 		t.Fatalf("hits %d, GETs %d, pauses %v; want 3, 4, three pauses", burst.Hits(), s.Count("get")-before, pauses)
@@ -62,7 +55,7 @@ func TestLookup429Burst(t *testing.T) {
 // simply repeated: the name is looked up first, and only a create that
 // did not happen is sent again.
 func Test5xx(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	s := newFake(t, fakecloud.GroupKill)
 	p, _ := newProvider(t, s, refcloud.Options{})
 	h := create(t, ctx, p, sandbox.CreateOptions{})
@@ -102,7 +95,7 @@ func Test5xx(t *testing.T) {
 // 504. The provider reconciles by name: exactly one sandbox exists, no
 // second create is sent, and Destroy leaves none.
 func TestCreateAcceptedThen504(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	s := newFake(t, fakecloud.GroupKill)
 	p, _ := newProvider(t, s, refcloud.Options{})
 	f := s.Inject("create", fakecloud.Fault{Status: 504, Accept: true})
@@ -133,7 +126,7 @@ func TestCreateAcceptedThen504(t *testing.T) {
 // TestExecStreamDropped: the socket drops in the middle of an Exec's
 // output: a clear Unavailable error, no hang; the next Exec works.
 func TestExecStreamDropped(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	s := newFake(t, fakecloud.GroupKill)
 	p, _ := newProvider(t, s, refcloud.Options{})
 	h := create(t, ctx, p, sandbox.CreateOptions{})
@@ -158,7 +151,7 @@ func TestExecStreamDropped(t *testing.T) {
 // and every line arrives exactly once, in order, and a second reader
 // attached at an offset gets exactly the rest.
 func TestJournaledRunSurvivesDrops(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	s := newFake(t, fakecloud.GroupKill)
 	p, _ := newProvider(t, s, refcloud.Options{})
 	h := create(t, ctx, p, sandbox.CreateOptions{})
@@ -215,7 +208,7 @@ func TestJournaledRunSurvivesDrops(t *testing.T) {
 // is a minute, the deadline half a second: the verdict is the code, and
 // the fake's delay ends when the client goes away.)
 func TestSlowResponseDeadline(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	s := newFake(t, fakecloud.GroupKill)
 	p, _ := newProvider(t, s, refcloud.Options{Timeout: 500 * time.Millisecond})
 	h := create(t, ctx, p, sandbox.CreateOptions{})
@@ -238,7 +231,7 @@ func TestBadToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.Create(hangGuard(t), sandbox.CreateOptions{})
+	_, err = p.Create(testutil.HangGuard(t), sandbox.CreateOptions{})
 	t.Logf("bad token: %v", err)
 	if sandbox.CodeOf(err) != sandbox.PermissionDenied || !strings.Contains(err.Error(), "request id req-") || strings.Contains(err.Error(), "wrong-token-123456") {
 		t.Fatalf("got %v", err)
@@ -249,7 +242,7 @@ func TestBadToken(t *testing.T) {
 // no REST body (create has no environment field); a resumed handle has
 // none until SetEnv.
 func TestSecretsPerCommand(t *testing.T) {
-	ctx := hangGuard(t)
+	ctx := testutil.HangGuard(t)
 	s := newFake(t, fakecloud.GroupKill)
 	p, _ := newProvider(t, s, refcloud.Options{})
 	const canary = "canary-5e1f0c2a9b7d"

@@ -8,34 +8,28 @@ import (
 	"syscall"
 
 	"github.com/d10ffeed/corral/provider/cloudhttp"
+	"github.com/d10ffeed/corral/provider/internal/execkit"
 	"github.com/d10ffeed/corral/sandbox"
-	"github.com/d10ffeed/corral/sandbox/execfs"
 	"github.com/d10ffeed/corral/sandbox/execproc"
 )
 
 // handle is one sandbox.
 type handle struct {
-	p   *Provider
-	sb  Sandbox
-	fs  sandbox.FS
-	run *execproc.Runner
-
-	env *execproc.Env // create env, then SetEnv overlays; never sent at create
+	*execkit.Kit // FS, Exec, Spawn, SetEnv; the env is never sent at create
+	p            *Provider
+	sb           Sandbox
 }
 
 var _ sandbox.Handle = (*handle)(nil)
 
 func (p *Provider) newHandle(sb Sandbox, env map[string]string) *handle {
-	h := &handle{p: p, sb: sb, env: execproc.NewEnv(env)}
+	h := &handle{p: p, sb: sb}
 	var kill execproc.KillFunc
 	if p.opts.Kill == KillNativePID {
 		kill = execproc.PIDOnly(h.signal, h.alive)
 	}
-	h.run = execproc.New(backend{h}, execproc.Options{Provider: Name, ID: sb.ID, Root: sb.Root,
-		Env: h.env.Copy, KillGrace: p.opts.KillGrace, Kill: kill, Logger: p.log})
-	h.fs = execfs.New(func(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
-		return h.run.Run(ctx, Name+".fs", cmd.Argv(), cmd.Stdin, "")
-	}, execfs.Options{Root: sb.Root, Provider: Name})
+	h.Kit = execkit.New(backend{h}, execproc.Options{Provider: Name, ID: sb.ID, Root: sb.Root,
+		KillGrace: p.opts.KillGrace, Kill: kill, Logger: p.log}, env)
 	return h
 }
 
@@ -51,27 +45,10 @@ func (h *handle) WorkspaceRoot() string { return h.sb.Root }
 // Capabilities returns the provider's capabilities.
 func (h *handle) Capabilities() sandbox.Capabilities { return h.p.caps }
 
-// FS returns the exec-backed file system.
-func (h *handle) FS() sandbox.FS { return h.fs }
-
-// Exec runs cmd to completion.
-func (h *handle) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.ExecResult, error) {
-	return h.run.Exec(ctx, cmd)
-}
-
-// Spawn starts cmd.
-func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
-	return h.run.Spawn(ctx, cmd)
-}
-
 // ConnectPort is unsupported.
 func (h *handle) ConnectPort(context.Context, int) (sandbox.Endpoint, error) {
 	return sandbox.Endpoint{}, sandbox.Unsupported(Name, "ports")
 }
-
-// SetEnv merges vars into every later command's environment; the values
-// live only in this handle.
-func (h *handle) SetEnv(_ context.Context, vars map[string]string) error { return h.env.Set(vars) }
 
 // Snapshot is unsupported.
 func (h *handle) Snapshot(context.Context, string) (sandbox.Snapshot, error) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/internal/refcloud"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/sandbox/sandboxtest"
@@ -32,7 +33,7 @@ func TestKillStrategies(t *testing.T) {
 		{"group", refcloud.KillGroup, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := hangGuard(t)
+			ctx := testutil.HangGuard(t)
 			s := newFake(t, fakecloud.PIDOnly)
 			p, _ := newProvider(t, s, refcloud.Options{Kill: tc.kill, KillGrace: 200 * time.Millisecond})
 			if p.Capabilities().KillableProcesses == tc.survives {
@@ -129,7 +130,7 @@ func TestKillOnDisconnect(t *testing.T) {
 		{fakecloud.GroupKill, true},
 	} {
 		t.Run(tc.mode.String(), func(t *testing.T) {
-			ctx := hangGuard(t)
+			ctx := testutil.HangGuard(t)
 			s := newFake(t, tc.mode)
 			p, _ := newProvider(t, s, refcloud.Options{})
 			h := create(t, ctx, p, sandbox.CreateOptions{})

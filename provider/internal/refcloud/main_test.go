@@ -1,12 +1,10 @@
 package refcloud_test
 
 import (
-	"context"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/d10ffeed/corral/internal/fakecloud"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/provider/internal/refcloud"
 	"github.com/d10ffeed/corral/provider/internal/refcloud/fake"
 )
@@ -25,33 +23,14 @@ func newFake(t *testing.T, kill fakecloud.KillMode) *fakecloud.Server {
 	return s
 }
 
-// sleeps records the pauses cloudhttp asked for instead of waiting them.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) all() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
-
 // newProvider returns the reference provider over the fake. Pauses
 // between retries are recorded, not waited (jitter 0).
-func newProvider(t *testing.T, s *fakecloud.Server, opts refcloud.Options) (*refcloud.Provider, *sleeps) {
+func newProvider(t *testing.T, s *fakecloud.Server, opts refcloud.Options) (*refcloud.Provider, *testutil.Sleeps) {
 	t.Helper()
-	sl := &sleeps{}
+	sl := &testutil.Sleeps{}
 	opts.BaseURL, opts.Token = s.URL(), testToken
 	if opts.Sleep == nil {
-		opts.Sleep = sl.sleep
+		opts.Sleep = sl.Sleep
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = func() float64 { return 0 }

@@ -123,7 +123,7 @@ func (p *Provider) Create(ctx context.Context, opts sandbox.CreateOptions) (sand
 	}
 	h := p.newHandle(sb, opts.Env)
 	if opts.SourceDir != "" {
-		if err := sandbox.UploadDir(ctx, h.fs, opts.SourceDir, Name); err != nil {
+		if err := sandbox.UploadDir(ctx, h.FS(), opts.SourceDir, Name); err != nil {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			_ = p.Destroy(dctx, sb.ID)

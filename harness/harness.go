@@ -199,6 +199,17 @@ type Sessionless interface {
 	Sessionless()
 }
 
+// Warmer is implemented by harnesses that can keep their agent's process
+// between a thread's runs (a warm session). A warm process outlives the
+// run that started it, so it must not be handed anything that dies with
+// that run: the runner then adds no per-run agent tools (run.AgentTools),
+// whose token is valid only while its run lives.
+type Warmer interface {
+	// Warm reports whether a run with these options asks for a warm
+	// session; a malformed value is not warm (Prepare refuses it).
+	Warm(options map[string]string) bool
+}
+
 // Moder is implemented by harnesses whose agent can run in a mode chosen
 // per run (Request.Mode).
 type Moder interface {

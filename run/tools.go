@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
 )
@@ -45,6 +46,11 @@ type AgentTools interface {
 func (d *driver) withAgentTools(mcp []sandbox.MCPServer, secrets sandbox.Secrets) ([]sandbox.MCPServer, sandbox.Secrets) {
 	t := d.r.opts.Tools
 	if t == nil || slices.ContainsFunc(mcp, func(s sandbox.MCPServer) bool { return s.Name == AgentToolsServer }) {
+		return mcp, secrets
+	}
+	if w, ok := d.h.(harness.Warmer); ok && w.Warm(d.start.Options) {
+		// A warm agent outlives this run; the run's token would not.
+		d.r.log.Debug("run: no agent tools for a warm session", "run", d.run.ID)
 		return mcp, secrets
 	}
 	if len(d.def.Policy.EgressList()) > 0 {

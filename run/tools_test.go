@@ -34,6 +34,10 @@ type toolsRecorder struct {
 	got []seen
 }
 
+// Warm makes the recorder a harness.Warmer: option warm=true asks for a
+// warm session.
+func (h *toolsRecorder) Warm(options map[string]string) bool { return options["warm"] == "true" }
+
 func (h *toolsRecorder) Prepare(ctx context.Context, sb sandbox.Handle, req harness.Request) (harness.Invocation, error) {
 	tok, _ := req.Secrets.Value(run.AgentToolsTokenSecret)
 	h.mu.Lock()
@@ -45,17 +49,20 @@ func (h *toolsRecorder) Prepare(ctx context.Context, sb sandbox.Handle, req harn
 // TestAgentToolsProjection: with Options.Tools the runner adds the
 // corral-tools entry (its header a secret reference, the run's token in
 // the secrets the harness reads); a provider the tools cannot reach, or a
-// server of the user's that already has the name, gets nothing added.
+// server of the user's that already has the name, or a warm session (its
+// agent outlives the run's token), gets nothing added.
 func TestAgentToolsProjection(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		reach bool
 		own   []sandbox.MCPServer
 		want  []string
+		warm  bool
 	}{
-		{"projected", true, nil, []string{run.AgentToolsServer}},
-		{"unreachable provider", false, nil, nil},
-		{"the user's own corral-tools", true, []sandbox.MCPServer{{Name: run.AgentToolsServer, URL: "https://mine.example/mcp"}}, []string{run.AgentToolsServer}},
+		{"projected", true, nil, []string{run.AgentToolsServer}, false},
+		{"unreachable provider", false, nil, nil, false},
+		{"the user's own corral-tools", true, []sandbox.MCPServer{{Name: run.AgentToolsServer, URL: "https://mine.example/mcp"}}, []string{run.AgentToolsServer}, false},
+		{"a warm session", true, nil, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -67,7 +74,11 @@ func TestAgentToolsProjection(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = r.Close(context.Background()) })
 			c := ctx(t)
-			rec, err := r.Start(c, run.StartRequest{Definition: "d", Harness: "recording", Args: []string{"true"}, MCPServers: tc.own})
+			var opts map[string]string
+			if tc.warm {
+				opts = map[string]string{"warm": "true"}
+			}
+			rec, err := r.Start(c, run.StartRequest{Definition: "d", Harness: "recording", Args: []string{"true"}, MCPServers: tc.own, Options: opts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +95,7 @@ func TestAgentToolsProjection(t *testing.T) {
 			if !slices.Equal(names, tc.want) {
 				t.Fatalf("MCP servers %v, want %v", names, tc.want)
 			}
-			projected := tc.reach && tc.own == nil
+			projected := tc.reach && tc.own == nil && !tc.warm
 			if projected {
 				s := got.servers[0]
 				if s.URL != "http://tools.test/v1/runs/"+rec.ID+"/mcp" || s.Headers["Authorization"] != "Bearer ${secret:"+run.AgentToolsTokenSecret+"}" {

@@ -49,6 +49,14 @@ import (
 // runs ("true"; default "false").
 const OptWarm = "warm"
 
+// Warm reports whether the options ask for a warm session
+// (harness.Warmer): the runner then gives the turn no per-run agent tools,
+// which the kept process would still hold after the run.
+func (Harness) Warm(options map[string]string) bool {
+	warm, err := strconv.ParseBool(strings.TrimSpace(options[OptWarm]))
+	return err == nil && warm
+}
+
 // WarmDirPrefix begins the name of a thread's keeper directory, beside the
 // run journals (path.Dir of Request.RunDir).
 const WarmDirPrefix = "claude-warm-"

@@ -216,15 +216,10 @@ func TestWarmCancel(t *testing.T) {
 	if final.Status != store.RunCancelled {
 		t.Errorf("status %s, want cancelled", final.Status)
 	}
-	// SIGKILL is delivered at once, the exit takes a moment: a generous
-	// hang guard, not a timing verdict.
-	left := sessionProcs(pid)
-	for deadline := time.Now().Add(10 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = sessionProcs(pid) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if len(left) > 0 {
-		t.Errorf("processes of the keeper's session survived the cancel: %v", left)
-	}
+	// SIGKILL is delivered at once, the exit takes a moment: WaitFor's
+	// bound is a hang guard, not a timing verdict.
+	testutil.WaitFor(t, ctx, "the keeper's session to be gone after the cancel", 50*time.Millisecond,
+		func(context.Context) (bool, error) { return len(sessionProcs(pid)) == 0, nil })
 }
 
 // TestWarmTakeover: a warm turn whose driving runner goes away mid-answer

@@ -185,16 +185,7 @@ func checkDenied(t *testing.T, ctx context.Context, p *kubernetes.Provider, gw s
 		t.Errorf("the NetworkPolicy %+v does not deny the pod %s (labels %v)", np.Spec, pod.Name, pod.Labels)
 	}
 	if ports {
-		sh(t, ctx, h, "mkdir -p www && echo served > www/index.html")
-		pr, err := h.Spawn(ctx, sandbox.Command{Shell: "httpd -f -p 8080 -h www"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = pr.Kill(context.Background(), 0) }()
-		ep, err := h.ConnectPort(ctx, 8080)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ep := serveWWW(t, ctx, h)
 		if body, err := getEventually(ctx, ep.URL+"/index.html"); err != nil || body != "served\n" {
 			t.Errorf("port-forward into the denied sandbox: %q, %v", body, err)
 		}
@@ -231,4 +222,22 @@ func getEventually(ctx context.Context, url string) (string, error) {
 		last = ctx.Err()
 	}
 	return "", last
+}
+
+// serveWWW serves a file (www/index.html: "served\n") from the sandbox on
+// port 8080 with BusyBox httpd until the test ends, and returns the port's
+// endpoint.
+func serveWWW(t *testing.T, ctx context.Context, h sandbox.Handle) sandbox.Endpoint {
+	t.Helper()
+	sh(t, ctx, h, "mkdir -p www && echo served > www/index.html")
+	pr, err := h.Spawn(ctx, sandbox.Command{Shell: "httpd -f -p 8080 -h www"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pr.Kill(context.Background(), 0) })
+	ep, err := h.ConnectPort(ctx, 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
 }

@@ -31,16 +31,7 @@ func TestPortsService(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	h := testutil.Create(t, p, sandbox.CreateOptions{})
-	sh(t, ctx, h, "mkdir -p www && echo served > www/index.html")
-	pr, err := h.Spawn(ctx, sandbox.Command{Shell: "httpd -f -p 8080 -h www"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = pr.Kill(context.Background(), 0) }()
-	ep, err := h.ConnectPort(ctx, 8080)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ep := serveWWW(t, ctx, h)
 	again, err := h.ConnectPort(ctx, 8080)
 	if err != nil || again.URL != ep.URL {
 		t.Fatalf("a second ConnectPort: %v %v, want %s", again, err, ep.URL)

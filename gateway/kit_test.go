@@ -146,7 +146,9 @@ func newKitDial(t *testing.T, def *sandbox.Definition, listen map[string]string,
 			k.fenceErr = err
 		} else {
 			t.Cleanup(func() { // the test's port only; the chain stays for corral serve
-				_ = exec.Command("iptables", "-w", "-D", docker.EgressFenceChain, "-p", "tcp", "--dport", port, "-j", "ACCEPT").Run()
+				if err := docker.UnfenceEgressHost(context.Background(), n); err != nil {
+					t.Error(err)
+				}
 			})
 		}
 	}

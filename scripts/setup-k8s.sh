@@ -16,6 +16,9 @@
 #   3. builds the pause and busybox images from the static busybox without a
 #      registry and imports them into a PRIVATE containerd (own socket, root
 #      and state under $K). The Docker daemon's containerd is never touched.
+#      The busybox image (the provider's default) also carries the host's git
+#      and the libraries it links, so the journal's diff path and its attack
+#      cases run on the cluster as on Docker.
 #   4. starts etcd, the control plane and the kubelet on loopback and waits for
 #      the node to be Ready and the default ServiceAccount to exist. A cluster
 #      that already answers is left alone (no-op).
@@ -80,6 +83,7 @@ command -v runc >/dev/null 2>&1 || need+=(runc)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
+command -v git >/dev/null 2>&1 || need+=(git)
 if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || fail "apt-get update failed"
   NEEDRESTART_SUSPEND=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null || fail "apt-get install ${need[*]} failed"
@@ -147,15 +151,29 @@ wait_for() {
   done
 }
 
-# mkimage REF OUT ENTRYPOINT...: a one-layer OCI image archive of the static busybox.
+# addbin W BIN: copies the host's dynamically linked BIN into the image root
+# W as /bin/NAME, with the loader and libraries ldd names at their own paths.
+addbin() {
+  local w=$1 bin=$2 lib
+  cp -L "$bin" "$w/root/bin/$(basename "$bin")" || return 1
+  for lib in $(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+    mkdir -p "$w/root$(dirname "$lib")" && cp -L "$lib" "$w/root$lib" || return 1
+  done
+}
+
+# mkimage REF OUT WITH ENTRYPOINT...: a one-layer OCI image archive of the
+# static busybox; WITH names host binaries to add (addbin), or "-".
 mkimage() {
-  local ref=$1 out=$2 w lsz ld ep csz cdg msz md
-  shift 2
+  local ref=$1 out=$2 with=$3 w lsz ld ep csz cdg msz md b
+  shift 3
   w=$(mktemp -d)
   mkdir -p "$w/root/bin" "$w/root/tmp" "$w/root/etc" "$w/root/proc" "$w/root/sys" "$w/root/dev" "$w/blobs/sha256"
   chmod 1777 "$w/root/tmp"
   cp /bin/busybox "$w/root/bin/busybox"
   for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -sf busybox "$w/root/bin/$a"; done
+  if [ "$with" != - ]; then
+    for b in ${with//,/ }; do addbin "$w" "$b" || fail "adding $b to $ref failed"; done
+  fi
   echo 'root:x:0:0:root:/:/bin/sh' >"$w/root/etc/passwd"
   echo 'root:x:0:' >"$w/root/etc/group"
   tar --numeric-owner --owner=0 --group=0 --mtime=@0 --sort=name -C "$w/root" -cf "$w/layer.tar" .
@@ -230,8 +248,8 @@ state = "$K/containerd/state"
 TOML
 start containerd containerd --config "$K/containerd.toml"
 wait_for containerd ctr --address "$SOCK" version
-mkimage corral.local/pause:1 "$K/pause.tar" /bin/sleep infinity
-mkimage corral.local/busybox:1 "$K/busybox.tar" /bin/sh
+mkimage corral.local/pause:1 "$K/pause.tar" - /bin/sleep infinity
+mkimage corral.local/busybox:1 "$K/busybox.tar" "$(command -v git)" /bin/sh
 for img in pause busybox; do
   ctr --address "$SOCK" -n k8s.io images import "$K/$img.tar" >/dev/null || fail "importing the $img image failed"
 done

@@ -134,6 +134,7 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 		}
 		go g.ServeDNS(ctx, pc)
 	}
+	servedEgress := false // this process serves the egress network's proxy port
 	for a, h := range listeners {
 		ln, err := net.Listen("tcp", a)
 		if errors.Is(err, syscall.EADDRINUSE) {
@@ -142,6 +143,9 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 		}
 		if err != nil {
 			return nil, fmt.Errorf("egress gateway: %w", err)
+		}
+		if a == egressReach["docker"] {
+			servedEgress = true
 		}
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
@@ -156,6 +160,16 @@ func startGateway(ctx context.Context, st store.Store, defs []*sandbox.Definitio
 		if n, err := strconv.Atoi(port); err == nil {
 			if err := egressDocker.FenceEgressHost(ctx, n); err != nil {
 				fmt.Fprintf(out, "corral: egress gateway: %v\n", err)
+			} else if servedEgress {
+				// When this process stops serving the port, the fence
+				// stops accepting it (another process serving it fenced
+				// it itself and keeps its rule until it stops).
+				go func() {
+					<-ctx.Done()
+					c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					_ = docker.UnfenceEgressHost(c, n)
+				}()
 			}
 		}
 	}

@@ -98,3 +98,30 @@ func (p *Provider) FenceEgressHost(ctx context.Context, tcpPorts ...int) error {
 	}
 	return nil
 }
+
+// UnfenceEgressHost takes the given TCP ports' accept rules out of
+// EgressFenceChain (the chain, its DNS rules and its final DROP stay for
+// other corral processes). A corral process that fenced its gateway port
+// calls it when it stops serving that port, so no later service on the
+// port is reachable from the egress network. Rules already gone are no
+// error; without root or iptables it does nothing.
+func UnfenceEgressHost(ctx context.Context, tcpPorts ...int) error {
+	const op = "docker.egress_unfence"
+	ipt, err := exec.LookPath("iptables")
+	if err != nil || os.Geteuid() != 0 {
+		return nil
+	}
+	for _, port := range tcpPorts {
+		rule := []string{EgressFenceChain, "-p", "tcp", "--dport", strconv.Itoa(port), "-j", "ACCEPT"}
+		// A rule added twice (by racing processes) is deleted twice.
+		for exec.CommandContext(ctx, ipt, append([]string{"-w", "-C"}, rule...)...).Run() == nil {
+			var stderr bytes.Buffer
+			cmd := exec.CommandContext(ctx, ipt, append([]string{"-w", "-D"}, rule...)...)
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				return sandbox.Wrap(sandbox.Internal, op, EgressNetwork, fmt.Errorf("iptables -D %s: %v: %s", strings.Join(rule, " "), err, strings.TrimSpace(stderr.String())))
+			}
+		}
+	}
+	return nil
+}

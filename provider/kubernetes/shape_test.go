@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,9 +187,7 @@ func checkDenied(t *testing.T, ctx context.Context, p *kubernetes.Provider, gw s
 	}
 	if ports {
 		ep := serveWWW(t, ctx, h)
-		if body, err := getEventually(ctx, ep.URL+"/index.html"); err != nil || body != "served\n" {
-			t.Errorf("port-forward into the denied sandbox: %q, %v", body, err)
-		}
+		waitServed(t, ctx, ep.URL+"/index.html", "served\n") // port-forward into the denied sandbox
 	}
 	if err := h.Destroy(ctx); err != nil {
 		t.Fatal(err)
@@ -198,30 +197,42 @@ func checkDenied(t *testing.T, ctx context.Context, p *kubernetes.Provider, gw s
 	}
 }
 
-// getEventually GETs url until it answers 200, for at most 15 s (the
-// server in the sandbox may not listen yet).
-func getEventually(ctx context.Context, url string) (string, error) {
+// get GETs url once (3 s at most) and returns the body of a 200.
+func get(ctx context.Context, url string) (string, error) {
 	c := http.Client{Timeout: 3 * time.Second}
-	deadline := time.Now().Add(15 * time.Second)
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %s", resp.Status)
+	}
+	return string(body), err
+}
+
+// waitServed waits (testutil.WaitFor) until url answers 200 with want: a
+// forwarder or a Pod address can take a moment to answer after the Pod
+// is Running.
+func waitServed(t *testing.T, ctx context.Context, url, want string) {
+	t.Helper()
 	var last error
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-		resp, err := c.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return string(body), nil
-			}
-			err = fmt.Errorf("status %s", resp.Status)
+	testutil.WaitFor(t, ctx, url+" to serve "+strconv.Quote(want), 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		body, err := get(ctx, url)
+		if err != nil {
+			last = err
+			return false, nil
 		}
-		last = err
-		time.Sleep(200 * time.Millisecond)
-	}
-	if last == nil {
-		last = ctx.Err()
-	}
-	return "", last
+		if body != want {
+			return false, fmt.Errorf("%s served %q, want %q (last error %v)", url, body, want, last)
+		}
+		return true, nil
+	})
 }
 
 // serveWWW serves a file (www/index.html: "served\n") from the sandbox on

@@ -58,16 +58,12 @@ func TestPortsService(t *testing.T) {
 	// once it has an address on the pod bridge) serves; the host reaches
 	// the cluster IP only where kube-proxy runs.
 	nodeAddress(t, ctx, h)
-	if body, err := getEventually(ctx, "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/index.html"); err != nil || body != "served\n" {
-		t.Errorf("the endpoint %s:8080 from the node: %q, %v", pod.Status.PodIP, body, err)
-	}
-	c, cancelGet := context.WithTimeout(ctx, 3*time.Second)
-	if body, err := getEventually(c, ep.URL+"/index.html"); err == nil {
+	waitServed(t, ctx, "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/index.html", "served\n")
+	if body, err := get(ctx, ep.URL+"/index.html"); err == nil {
 		t.Logf("the host reaches the cluster IP %s: %q", ep.URL, body)
 	} else {
 		t.Logf("the host does not reach the cluster IP %s (no kube-proxy on the test node): %v", ep.URL, err)
 	}
-	cancelGet()
 	if err := h.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}

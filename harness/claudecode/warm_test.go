@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,36 +90,7 @@ func (w *warmEnv) start(t testing.TB, ctx context.Context, r *run.Runner, prompt
 // keeperPid is the pid the thread's keeper directory records (0: none).
 func (w *warmEnv) keeperPid(t testing.TB) int {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(w.journals, claudecode.WarmDirPrefix+"*", "pid"))
-	if len(files) != 1 {
-		return 0
-	}
-	b, _ := os.ReadFile(files[0])
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
-}
-
-// sessionProcs lists the live processes in the session sid.
-func sessionProcs(sid int) []int {
-	var out []int
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(s[i+1:]) // state ppid pgrp session ...
-		if len(fields) > 3 && fields[0] != "Z" && fields[3] == strconv.Itoa(sid) {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-			out = append(out, pid)
-		}
-	}
-	return out
+	return testutil.PidFile(filepath.Join(w.journals, claudecode.WarmDirPrefix+"*", "pid"))
 }
 
 func (w *warmEnv) killKeepers(t testing.TB) {
@@ -205,7 +175,7 @@ func TestWarmCancel(t *testing.T) {
 	rec := w.start(t, ctx, r, "Talk.")
 	untilText(ctx, r, rec.ID)
 	pid := w.keeperPid(t)
-	if pid == 0 || len(sessionProcs(pid)) == 0 {
+	if pid == 0 || len(testutil.SessionProcs(pid)) == 0 {
 		t.Fatalf("no live keeper mid-turn (pid %d)", pid)
 	}
 	if _, err := r.Cancel(ctx, rec.ID); err != nil {
@@ -219,7 +189,7 @@ func TestWarmCancel(t *testing.T) {
 	// SIGKILL is delivered at once, the exit takes a moment: WaitFor's
 	// bound is a hang guard, not a timing verdict.
 	testutil.WaitFor(t, ctx, "the keeper's session to be gone after the cancel", 50*time.Millisecond,
-		func(context.Context) (bool, error) { return len(sessionProcs(pid)) == 0, nil })
+		func(context.Context) (bool, error) { return len(testutil.SessionProcs(pid)) == 0, nil })
 }
 
 // TestWarmTakeover: a warm turn whose driving runner goes away mid-answer

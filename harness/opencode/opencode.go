@@ -249,6 +249,10 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	if err != nil {
 		return harness.Invocation{}, err
 	}
+	warm, err := harness.ParseWarmOption(opts)
+	if err != nil || warm && mode != ModeServer {
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, OptWarm, "option warm: true or false, and true needs mode=server (not %q with mode %q)", opts[OptWarm], mode)
+	}
 	approvals := req.Approvals
 	env := make(map[string]string, len(req.Env)+4)
 	for k, v := range req.Env {
@@ -286,8 +290,8 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	for k, v := range proj.env {
 		env[k] = v
 	}
-	cfg := path.Join(req.RunDir, "opencode.json")
-	if err := harness.WriteFile(ctx, h, cfg, configJSON(baseURL, name, opts[OptAPIKeySecret], proj), "600"); err != nil {
+	cfg, cfgJSON := path.Join(req.RunDir, "opencode.json"), configJSON(baseURL, name, opts[OptAPIKeySecret], proj)
+	if err := harness.WriteFile(ctx, h, cfg, cfgJSON, "600"); err != nil {
 		return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
 	}
 	env["OPENCODE_CONFIG"] = cfg
@@ -305,7 +309,11 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		exe = "opencode"
 	}
 	if mode == ModeServer {
-		args, err := prepareServer(ctx, h, req, env, exe, model, approvals, wait, poll)
+		var kept *warmServer
+		if warm && req.ThreadID != "" {
+			kept = &warmServer{exe: exe, auth: auth, env: env, config: cfgJSON}
+		}
+		args, err := prepareServer(ctx, h, req, env, exe, model, approvals, wait, poll, kept)
 		if err != nil {
 			return harness.Invocation{}, err
 		}

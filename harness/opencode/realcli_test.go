@@ -30,7 +30,7 @@ const canaryKey = "sk-corral-canary-8b3d51"
 
 // xdgEnv keeps opencode's data, config, cache and state in the test's
 // temporary directories.
-func xdgEnv(t *testing.T) map[string]string {
+func xdgEnv(t testing.TB) map[string]string {
 	t.Helper()
 	d := t.TempDir()
 	env := map[string]string{}
@@ -49,14 +49,14 @@ type fixture struct {
 	journals string // the journal directory
 }
 
-func newFixture(t *testing.T, script fakemodel.Script, policy *sandbox.Policy) *fixture {
+func newFixture(t testing.TB, script fakemodel.Script, policy *sandbox.Policy) *fixture {
 	t.Helper()
 	return newWorkspaceFixture(t, script, policy, nil, nil)
 }
 
 // newWorkspaceFixture is newFixture with more secrets, and the workspace
 // edited by ws.
-func newWorkspaceFixture(t *testing.T, script fakemodel.Script, policy *sandbox.Policy, secrets map[string]string, ws func(*sandbox.Workspace)) *fixture {
+func newWorkspaceFixture(t testing.TB, script fakemodel.Script, policy *sandbox.Policy, secrets map[string]string, ws func(*sandbox.Workspace)) *fixture {
 	t.Helper()
 	bin := testutil.AgentBin(t, "opencode")
 	srv := fakemodel.New(t, script)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/store"
 )
 
@@ -57,7 +57,7 @@ func benchNextTurn(b *testing.B, warm string) {
 		ms = append(ms, float64(got.Microseconds())/1000)
 	}
 	b.StopTimer()
-	b.ReportMetric(median(ms), "first-ms")
+	b.ReportMetric(testutil.Median(ms), "first-ms")
 }
 
 func benchModelFloor(b *testing.B) {
@@ -79,13 +79,5 @@ func benchModelFloor(b *testing.B) {
 		ms = append(ms, float64(time.Since(t0).Microseconds())/1000)
 		resp.Body.Close()
 	}
-	b.ReportMetric(median(ms), "first-ms")
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	sort.Float64s(v)
-	return v[len(v)/2]
+	b.ReportMetric(testutil.Median(ms), "first-ms")
 }

@@ -134,7 +134,7 @@ func (f *fixture) runApproved(t *testing.T, ctx context.Context, thread, prompt 
 	return evs
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx

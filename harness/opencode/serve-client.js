@@ -28,6 +28,7 @@
 // server dead (then the turn fails). No dependencies.
 "use strict";
 const { spawn } = require("child_process");
+const http = require("http");
 const crypto = require("crypto");
 const fs = require("fs");
 
@@ -193,14 +194,26 @@ function url(p) {
   return u;
 }
 
-async function call(method, p, body) {
-  const res = await fetch(url(p), {
-    method,
-    headers: { authorization, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
+// The node http module, not fetch: a process's first fetch loads its
+// implementation (about 100 ms), which every turn would pay.
+const agent = new http.Agent({ keepAlive: true });
+
+// request sends one request and resolves to the response (not yet read).
+function request(method, p, headers, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url(p), { method, agent, headers: Object.assign({ authorization }, headers) }, resolve);
+    req.on("error", reject);
+    req.end(body);
   });
-  const text = await res.text();
-  if (!res.ok) throw new Error(method + " " + p + ": " + res.status + " " + text.slice(0, 500));
+}
+
+async function call(method, p, body) {
+  const data = body === undefined ? undefined : JSON.stringify(body);
+  const res = await request(method, p, data === undefined ? {} : { "content-type": "application/json" }, data);
+  res.setEncoding("utf8");
+  let text = "";
+  for await (const chunk of res) text += chunk;
+  if (res.statusCode < 200 || res.statusCode > 299) throw new Error(method + " " + p + ": " + res.statusCode + " " + text.slice(0, 500));
   return text ? JSON.parse(text) : null;
 }
 
@@ -407,13 +420,13 @@ function onEvent(ev) {
 function subscribe() {
   return new Promise((resolve, reject) => {
     (async () => {
-      const res = await fetch(url("/event"), { headers: { authorization, accept: "text/event-stream" } });
-      if (!res.ok) throw new Error("GET /event: " + res.status);
-      const decoder = new TextDecoder();
+      const res = await request("GET", "/event", { accept: "text/event-stream" });
+      if (res.statusCode !== 200) throw new Error("GET /event: " + res.statusCode);
+      res.setEncoding("utf8");
       let buf = "";
       let data = [];
-      for await (const chunk of res.body) {
-        buf += decoder.decode(chunk, { stream: true });
+      for await (const chunk of res) {
+        buf += chunk;
         let i;
         while ((i = buf.indexOf("\n")) >= 0) {
           let line = buf.slice(0, i);
@@ -456,6 +469,10 @@ function readStdin() {
 async function main() {
   const prompt = await readStdin();
   base = warm ? attachServer() : await startServer();
+  // The session and the event stream are asked for at once; no event of
+  // the session comes before its prompt.
+  const subscribed = subscribe();
+  subscribed.catch(() => {});
   if (cfg.session) {
     try {
       const s = await call("GET", "/session/" + encodeURIComponent(cfg.session));
@@ -468,7 +485,7 @@ async function main() {
     session = s.id;
   }
   emit("corral.session", { sessionID: session, resumed: !!cfg.session });
-  await subscribe();
+  await subscribed;
   const body = { parts: [{ type: "text", text: prompt }] };
   if (cfg.model && cfg.model.providerID && cfg.model.modelID) body.model = cfg.model;
   if (cfg.agent) body.agent = cfg.agent;

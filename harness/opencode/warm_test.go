@@ -2,6 +2,7 @@ package opencode_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
 )
 
@@ -22,9 +24,9 @@ var warmMode = map[string]string{opencode.OptMode: opencode.ModeServer, opencode
 
 // newWarmFixture is newFixture whose kept servers die with the test (and
 // whose keeper directories are logged when it fails).
-func newWarmFixture(t testing.TB, script fakemodel.Script) *fixture {
+func newWarmFixture(t testing.TB, script fakemodel.Script, policy *sandbox.Policy) *fixture {
 	t.Helper()
-	f := newWorkspaceFixture(t, script, nil, nil, nil)
+	f := newWorkspaceFixture(t, script, policy, nil, nil)
 	t.Cleanup(func() {
 		if t.Failed() {
 			files, _ := filepath.Glob(filepath.Join(f.journals, opencode.WarmDirPrefix+"*", "*"))
@@ -49,8 +51,8 @@ func (f *fixture) serverPid() int {
 	return testutil.PidFile(filepath.Join(f.journals, opencode.WarmDirPrefix+"*", "pid"))
 }
 
-// startTurn starts a warm turn of thread "th".
-func (f *fixture) startTurn(t testing.TB, ctx context.Context, prompt string) store.Run {
+// startTurn starts a warm turn of thread "th", with more options.
+func (f *fixture) startTurn(t testing.TB, ctx context.Context, prompt string, more ...string) store.Run {
 	t.Helper()
 	o := map[string]string{}
 	for k, v := range f.opts {
@@ -58,6 +60,9 @@ func (f *fixture) startTurn(t testing.TB, ctx context.Context, prompt string) st
 	}
 	for k, v := range warmMode {
 		o[k] = v
+	}
+	for i := 0; i+1 < len(more); i += 2 {
+		o[more[i]] = more[i+1]
 	}
 	rec, err := f.r.Start(ctx, run.StartRequest{Definition: "d", Thread: "th", Harness: opencode.Name, Prompt: prompt, Model: fakemodel.ModelID, Options: o, Env: f.env})
 	if err != nil {
@@ -71,7 +76,7 @@ func (f *fixture) startTurn(t testing.TB, ctx context.Context, prompt string) st
 // session; a server SIGKILLed between turns is replaced on the next turn,
 // which resumes the session with the right answer.
 func TestRealOpenCodeWarm(t *testing.T) {
-	f := newWarmFixture(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: "two"}, {Text: "three"}}})
+	f := newWarmFixture(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: "two"}, {Text: "three"}}}, nil)
 	ctx := testCtx(t)
 	s := summarize(t, f.run(t, ctx, "th", "First?", warmMode))
 	pid := f.serverPid()
@@ -105,7 +110,7 @@ func TestRealOpenCodeWarm(t *testing.T) {
 // TestRealOpenCodeWarmCancel: cancelling a warm turn mid-answer ends the
 // run cancelled and leaves no process of the kept server's session.
 func TestRealOpenCodeWarmCancel(t *testing.T) {
-	f := newWarmFixture(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: strings.Repeat("slow words ", 400)}}, Delay: 20 * time.Millisecond, ChunkSize: 4})
+	f := newWarmFixture(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: strings.Repeat("slow words ", 400)}}, Delay: 20 * time.Millisecond, ChunkSize: 4}, nil)
 	ctx := testCtx(t)
 	rec := f.startTurn(t, ctx, "Talk.")
 	fctx, stop := context.WithCancel(ctx)
@@ -135,4 +140,51 @@ func TestRealOpenCodeWarmCancel(t *testing.T) {
 	// bound is a hang guard, not a timing verdict.
 	testutil.WaitFor(t, ctx, "the server's session to be gone after the cancel", 50*time.Millisecond,
 		func(context.Context) (bool, error) { return len(testutil.SessionProcs(pid)) == 0, nil })
+}
+
+// TestRealOpenCodeWarmLiveApproval: live approvals work on a warm turn.
+// The thread's second turn runs on the first turn's server; the command
+// the policy asks about waits in that turn's client for an answer given
+// while the run is live, and, allowed, runs in the same turn.
+func TestRealOpenCodeWarmLiveApproval(t *testing.T) {
+	const cmd = "echo hello > made.txt"
+	policy := &sandbox.Policy{Default: sandbox.Deny, Commands: sandbox.CommandRules{Ask: []string{"echo *"}}}
+	f := newWarmFixture(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Command: cmd}, {Text: "finished"}}}, policy)
+	ctx := testCtx(t)
+	live := []string{opencode.OptApprovalWait, "1m", opencode.OptAnswerPoll, "50ms"}
+	first := f.startTurn(t, ctx, "First?", live...)
+	if err := f.r.Wait(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	pid := f.serverPid()
+	rec := f.startTurn(t, ctx, "Make the file.", live...)
+	var evs []event.Event
+	var answered []event.ApprovalAnswer
+	if err := f.r.Follow(ctx, rec.ID, 0, func(e store.Event) error {
+		ev, err := event.Unmarshal(e.Data)
+		if err != nil {
+			return err
+		}
+		evs = append(evs, ev)
+		switch {
+		case ev.Type == event.Custom && ev.Name == event.ApprovalWaiting:
+			var w struct{ ApprovalID string }
+			_ = json.Unmarshal(ev.Value, &w)
+			return f.r.Answer(ctx, rec.ID, w.ApprovalID, true)
+		case ev.Type == event.Custom && ev.Name == event.ApprovalAnswered:
+			var a event.ApprovalAnswer
+			_ = json.Unmarshal(ev.Value, &a)
+			answered = append(answered, a)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := summarize(t, evs)
+	if pid == 0 || f.serverPid() != pid {
+		t.Errorf("the second turn ran on server %d, the first on %d: not warm", f.serverPid(), pid)
+	}
+	if len(answered) != 1 || !answered[0].Allowed || answered[0].By != "answer" || len(s.files) != 1 || s.files[0] != "made.txt" || s.text != "finished" || s.last.Type != event.RunFinished {
+		t.Errorf("answered %+v, files %q, text %q, last %s %s", answered, s.files, s.text, s.last.Type, s.last.Message)
+	}
 }

@@ -3,7 +3,6 @@ package claudecode_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -51,16 +50,7 @@ func newWarmEnv(t testing.TB, script fakemodel.Script) *warmEnv {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			files, _ := filepath.Glob(filepath.Join(w.journals, "*", "*"))
-			more, _ := filepath.Glob(filepath.Join(w.journals, "*"))
-			for _, f := range append(files, more...) {
-				if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() {
-					continue
-				}
-				if b, err := os.ReadFile(f); err == nil {
-					t.Logf("%s:\n%.3000s", f, b)
-				}
-			}
+			testutil.LogFiles(t, nil, filepath.Join(w.journals, "*", "*"), filepath.Join(w.journals, "*"))
 		}
 		w.killKeepers(t)
 	})
@@ -96,7 +86,7 @@ func (w *warmEnv) keeperPid(t testing.TB) int {
 func (w *warmEnv) killKeepers(t testing.TB) {
 	t.Helper()
 	if pid := w.keeperPid(t); pid > 0 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = testutil.KillGroup(pid)
 	}
 }
 
@@ -154,7 +144,7 @@ func TestWarmSession(t *testing.T) {
 
 	// The keeper dies between turns: the next turn starts a new one that
 	// resumes the session.
-	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+	if err := testutil.KillGroup(pid); err != nil {
 		t.Fatal(err)
 	}
 	rec = w.start(t, ctx, r, "Third?")

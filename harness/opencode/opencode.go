@@ -65,6 +65,10 @@
 // journal also holds the server's housekeeping events, which the
 // translator skips.
 //
+// With option "warm" the server outlives the run: serve.json's "warm"
+// names the thread's kept server (its directory and pid), which the
+// client uses instead of starting one and leaves running at its end.
+//
 // # Command and configuration
 //
 //	opencode run --format json --thinking [-m MODEL] [-s SESSION] [Request.Args...]
@@ -141,6 +145,16 @@
 //     corral process that drives the run.
 //   - "answerPoll" (a Go duration, default 250ms): how often a waiting
 //     client reads the answers file.
+//   - "warm" (server mode; "true" or "false", the default): keep the
+//     thread's `opencode serve` running between its runs (harness.Warmer;
+//     see warm.go). Prepare starts it, outside any run's journal wrapper,
+//     in a per-thread directory beside the journals, and each run's client
+//     posts its prompt to that server's session instead of starting one;
+//     a dead server, another digest (argv, environment, policy,
+//     opencode.json) or a turn that died mid-turn starts a new one that
+//     resumes the session; a server busy with another live turn, or a
+//     sandbox without setsid, runs cold. Live approvals work on warm
+//     turns (the wait is the turn's client's). Cancel kills the server.
 //
 // The run's mode (Request.Mode) is OpenCode's agent: its built-in "build"
 // (the default) and "plan", or one the project defines; `--agent NAME` in

@@ -91,6 +91,16 @@ func newWorkspaceFixture(t testing.TB, script fakemodel.Script, policy *sandbox.
 		opts: map[string]string{opencode.OptExecutable: bin, opencode.OptBaseURL: srv.OpenAIURL()}}
 }
 
+// options is the fixture's options with each of more laid over them in
+// turn.
+func (f *fixture) options(more ...map[string]string) map[string]string {
+	o := maps.Clone(f.opts)
+	for _, m := range more {
+		maps.Copy(o, m)
+	}
+	return o
+}
+
 func (f *fixture) run(t *testing.T, ctx context.Context, thread, prompt string, opts map[string]string) []event.Event {
 	t.Helper()
 	return f.runApproved(t, ctx, thread, prompt, opts, nil)
@@ -99,14 +109,7 @@ func (f *fixture) run(t *testing.T, ctx context.Context, thread, prompt string, 
 // runApproved is run with answers to earlier approval requests.
 func (f *fixture) runApproved(t *testing.T, ctx context.Context, thread, prompt string, opts map[string]string, approvals map[string]bool) []event.Event {
 	t.Helper()
-	o := map[string]string{}
-	for k, v := range f.opts {
-		o[k] = v
-	}
-	for k, v := range opts {
-		o[k] = v
-	}
-	rec, err := f.r.Start(ctx, run.StartRequest{Definition: "d", Thread: thread, Harness: opencode.Name, Prompt: prompt, Model: fakemodel.ModelID, Options: o, Approvals: approvals, Env: f.env})
+	rec, err := f.r.Start(ctx, run.StartRequest{Definition: "d", Thread: thread, Harness: opencode.Name, Prompt: prompt, Model: fakemodel.ModelID, Options: f.options(opts), Approvals: approvals, Env: f.env})
 	if err != nil {
 		t.Fatal(err)
 	}

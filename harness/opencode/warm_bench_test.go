@@ -1,17 +1,12 @@
 package opencode_test
 
 import (
-	"bufio"
-	"context"
 	"net/http"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness/opencode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
-	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/internal/turnbench"
 	"github.com/d10ffeed/corral/store"
 )
 
@@ -20,65 +15,21 @@ import (
 // (first-ms, median): cold (the client starts `opencode serve` and resumes
 // the session) and warm (option warm=true: the thread's kept server takes
 // the prompt), beside the fake model's own latency to its first text delta
-// (floor):
+// over the chat completions API OpenCode's provider uses (floor):
 //
 //	go test -run '^$' -bench NextTurn -benchtime 5x ./harness/opencode/
 func BenchmarkNextTurn(b *testing.B) {
-	b.Run("floor", benchModelFloor)
-	for _, warm := range []string{"false", "true"} {
-		name := map[string]string{"false": "cold", "true": "warm"}[warm]
-		b.Run(name, func(b *testing.B) { benchNextTurn(b, warm) })
-	}
-}
-
-func benchNextTurn(b *testing.B, warm string) {
-	f := newWarmFixture(b, fakemodel.Say("hi"), nil)
-	ctx := testCtx(b)
-	first := f.startTurn(b, ctx, "Hello.", opencode.OptWarm, warm)
-	if err := f.r.Wait(ctx, first.ID); err != nil {
-		b.Fatal(err)
-	}
-	var ms []float64
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		rec := f.startTurn(b, ctx, "Next.", opencode.OptWarm, warm)
-		var got time.Duration
-		err := f.r.Follow(ctx, rec.ID, 0, func(e store.Event) error {
-			if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent && got == 0 {
-				got = time.Since(t0)
-			}
-			return nil
-		})
-		if err != nil || got == 0 {
-			b.Fatalf("turn %d: no text (%v)", i, err)
-		}
-		ms = append(ms, float64(got.Microseconds())/1000)
-	}
-	b.StopTimer()
-	b.ReportMetric(testutil.Median(ms), "first-ms")
-}
-
-// benchModelFloor is the fake model's first text delta over the chat
-// completions API OpenCode's provider uses.
-func benchModelFloor(b *testing.B) {
-	srv := fakemodel.New(b, fakemodel.Say("hi"))
 	body := `{"model":"` + fakemodel.ModelID + `","stream":true,"messages":[{"role":"user","content":"Next."}]}`
-	var ms []float64
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.OpenAIURL()+"/chat/completions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+canaryKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
+	turnbench.NextTurn(b, func(b *testing.B) {
+		srv := fakemodel.New(b, fakemodel.Say("hi"))
+		turnbench.ModelFloor(b, srv.OpenAIURL()+"/chat/completions", body, http.Header{"Authorization": {"Bearer " + canaryKey}}, `"content"`)
+	}, func(b *testing.B, warm string) {
+		f := newWarmFixture(b, fakemodel.Say("hi"), nil)
+		ctx := testCtx(b)
+		turn := func(prompt string) store.Run { return f.startTurn(b, ctx, prompt, opencode.OptWarm, warm) }
+		if err := f.r.Wait(ctx, turn("Hello.").ID); err != nil {
 			b.Fatal(err)
 		}
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() && !strings.Contains(sc.Text(), `"content"`) {
-		}
-		ms = append(ms, float64(time.Since(t0).Microseconds())/1000)
-		resp.Body.Close()
-	}
-	b.ReportMetric(testutil.Median(ms), "first-ms")
+		turnbench.FirstText(b, ctx, f.r, func() store.Run { return turn("Next.") })
+	})
 }

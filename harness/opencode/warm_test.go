@@ -2,11 +2,8 @@ package opencode_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,18 +26,11 @@ func newWarmFixture(t testing.TB, script fakemodel.Script, policy *sandbox.Polic
 	f := newWorkspaceFixture(t, script, policy, nil, nil)
 	t.Cleanup(func() {
 		if t.Failed() {
-			files, _ := filepath.Glob(filepath.Join(f.journals, opencode.WarmDirPrefix+"*", "*"))
-			for _, name := range files {
-				if filepath.Base(name) == "password" {
-					continue
-				}
-				if b, err := os.ReadFile(name); err == nil {
-					t.Logf("%s:\n%.3000s", name, b)
-				}
-			}
+			testutil.LogFiles(t, func(name string) bool { return filepath.Base(name) == "password" },
+				filepath.Join(f.journals, opencode.WarmDirPrefix+"*", "*"))
 		}
 		if pid := f.serverPid(); pid > 0 {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = testutil.KillGroup(pid)
 		}
 	})
 	return f
@@ -54,17 +44,11 @@ func (f *fixture) serverPid() int {
 // startTurn starts a warm turn of thread "th", with more options.
 func (f *fixture) startTurn(t testing.TB, ctx context.Context, prompt string, more ...string) store.Run {
 	t.Helper()
-	o := map[string]string{}
-	for k, v := range f.opts {
-		o[k] = v
-	}
-	for k, v := range warmMode {
-		o[k] = v
-	}
+	pairs := map[string]string{}
 	for i := 0; i+1 < len(more); i += 2 {
-		o[more[i]] = more[i+1]
+		pairs[more[i]] = more[i+1]
 	}
-	rec, err := f.r.Start(ctx, run.StartRequest{Definition: "d", Thread: "th", Harness: opencode.Name, Prompt: prompt, Model: fakemodel.ModelID, Options: o, Env: f.env})
+	rec, err := f.r.Start(ctx, run.StartRequest{Definition: "d", Thread: "th", Harness: opencode.Name, Prompt: prompt, Model: fakemodel.ModelID, Options: f.options(warmMode, pairs), Env: f.env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,13 +68,13 @@ func TestRealOpenCodeWarm(t *testing.T) {
 		t.Fatalf("first turn: last %s %s, text %q, session %q, server %d", s.last.Type, s.last.Message, s.text, s.session, pid)
 	}
 	s2 := summarize(t, f.run(t, ctx, "th", "Second?", warmMode))
-	if s2.last.Type != event.RunFinished || s2.text != "two" || s2.session != s.session || f.serverPid() != pid || syscall.Kill(pid, 0) != nil {
+	if s2.last.Type != event.RunFinished || s2.text != "two" || s2.session != s.session || f.serverPid() != pid || len(testutil.SessionProcs(pid)) == 0 {
 		t.Fatalf("second turn: last %s %s, text %q, session %q (first %q), server %d (first %d)", s2.last.Type, s2.last.Message, s2.text, s2.session, s.session, f.serverPid(), pid)
 	}
 
 	// The server dies between turns: the next turn starts a new one that
 	// resumes the session.
-	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+	if err := testutil.KillGroup(pid); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, ctx, "the killed server's session to be gone", 20*time.Millisecond,
@@ -140,51 +124,4 @@ func TestRealOpenCodeWarmCancel(t *testing.T) {
 	// bound is a hang guard, not a timing verdict.
 	testutil.WaitFor(t, ctx, "the server's session to be gone after the cancel", 50*time.Millisecond,
 		func(context.Context) (bool, error) { return len(testutil.SessionProcs(pid)) == 0, nil })
-}
-
-// TestRealOpenCodeWarmLiveApproval: live approvals work on a warm turn.
-// The thread's second turn runs on the first turn's server; the command
-// the policy asks about waits in that turn's client for an answer given
-// while the run is live, and, allowed, runs in the same turn.
-func TestRealOpenCodeWarmLiveApproval(t *testing.T) {
-	const cmd = "echo hello > made.txt"
-	policy := &sandbox.Policy{Default: sandbox.Deny, Commands: sandbox.CommandRules{Ask: []string{"echo *"}}}
-	f := newWarmFixture(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Command: cmd}, {Text: "finished"}}}, policy)
-	ctx := testCtx(t)
-	live := []string{opencode.OptApprovalWait, "1m", opencode.OptAnswerPoll, "50ms"}
-	first := f.startTurn(t, ctx, "First?", live...)
-	if err := f.r.Wait(ctx, first.ID); err != nil {
-		t.Fatal(err)
-	}
-	pid := f.serverPid()
-	rec := f.startTurn(t, ctx, "Make the file.", live...)
-	var evs []event.Event
-	var answered []event.ApprovalAnswer
-	if err := f.r.Follow(ctx, rec.ID, 0, func(e store.Event) error {
-		ev, err := event.Unmarshal(e.Data)
-		if err != nil {
-			return err
-		}
-		evs = append(evs, ev)
-		switch {
-		case ev.Type == event.Custom && ev.Name == event.ApprovalWaiting:
-			var w struct{ ApprovalID string }
-			_ = json.Unmarshal(ev.Value, &w)
-			return f.r.Answer(ctx, rec.ID, w.ApprovalID, true)
-		case ev.Type == event.Custom && ev.Name == event.ApprovalAnswered:
-			var a event.ApprovalAnswer
-			_ = json.Unmarshal(ev.Value, &a)
-			answered = append(answered, a)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	s := summarize(t, evs)
-	if pid == 0 || f.serverPid() != pid {
-		t.Errorf("the second turn ran on server %d, the first on %d: not warm", f.serverPid(), pid)
-	}
-	if len(answered) != 1 || !answered[0].Allowed || answered[0].By != "answer" || len(s.files) != 1 || s.files[0] != "made.txt" || s.text != "finished" || s.last.Type != event.RunFinished {
-		t.Errorf("answered %+v, files %q, text %q, last %s %s", answered, s.files, s.text, s.last.Type, s.last.Message)
-	}
 }

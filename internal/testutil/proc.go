@@ -5,15 +5,26 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"testing"
 )
 
-// SessionProcs lists the live (not zombie) processes of the session sid,
-// read from /proc: what a warm keeper, which leads its session, left.
-func SessionProcs(sid int) []int {
-	var out []int
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
+// Proc is what the tests read of a process's /proc/PID/stat.
+type Proc struct {
+	Pid, PPid, Session int
+	State              string // "R", "S", "Z" (a zombie), ...
+}
+
+// Procs lists the processes in /proc, zombies included.
+func Procs() []Proc {
+	var out []Proc
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
 		if err != nil {
 			continue
 		}
@@ -22,10 +33,24 @@ func SessionProcs(sid int) []int {
 		if i < 0 {
 			continue
 		}
-		fields := strings.Fields(s[i+1:]) // state ppid pgrp session ...
-		if len(fields) > 3 && fields[0] != "Z" && fields[3] == strconv.Itoa(sid) {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-			out = append(out, pid)
+		f := strings.Fields(s[i+1:]) // state ppid pgrp session ...
+		if len(f) < 4 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		sid, _ := strconv.Atoi(f[3])
+		out = append(out, Proc{Pid: pid, PPid: ppid, Session: sid, State: f[0]})
+	}
+	return out
+}
+
+// SessionProcs lists the live (not zombie) processes of the session sid:
+// what a warm keeper, which leads its session, left.
+func SessionProcs(sid int) []int {
+	var out []int
+	for _, p := range Procs() {
+		if p.Session == sid && p.State != "Z" {
+			out = append(out, p.Pid)
 		}
 	}
 	return out
@@ -41,4 +66,25 @@ func PidFile(glob string) int {
 	b, _ := os.ReadFile(files[0])
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return pid
+}
+
+// KillGroup SIGKILLs the process group pid leads (a warm keeper, which
+// leads its session and group).
+func KillGroup(pid int) error { return syscall.Kill(-pid, syscall.SIGKILL) }
+
+// LogFiles logs the regular files the globs match (up to 3000 bytes each)
+// but those skip names: what a failed test leaves to read.
+func LogFiles(tb testing.TB, skip func(name string) bool, globs ...string) {
+	tb.Helper()
+	for _, g := range globs {
+		files, _ := filepath.Glob(g)
+		for _, f := range files {
+			if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() || skip != nil && skip(f) {
+				continue
+			}
+			if b, err := os.ReadFile(f); err == nil {
+				tb.Logf("%s:\n%.3000s", f, b)
+			}
+		}
+	}
 }

@@ -6,21 +6,19 @@ import (
 )
 
 func TestParseWarmCheck(t *testing.T) {
-	for _, c := range []struct {
-		out              string
-		pid              int
-		started, ok, bad bool
-	}{
-		{"warm 42\n", 42, false, true, false},
-		{"started 7\n", 7, true, true, false},
-		{"busy\n", 0, false, false, false},
-		{"unsupported\n", 0, false, false, false},
-		{"warm x\n", 0, false, false, true},
-		{"warm -3\n", 0, false, false, true},
-	} {
-		pid, started, ok, err := ParseWarmCheck([]byte(c.out))
-		if pid != c.pid || started != c.started || ok != c.ok || (err != nil) != c.bad {
-			t.Errorf("%q: pid %d started %v ok %v err %v", c.out, pid, started, ok, err)
+	type check struct {
+		pid         int
+		started, ok bool
+	}
+	for out, want := range map[string]check{"warm 42\n": {42, false, true}, "started 7\n": {7, true, true}, "busy\n": {}, "unsupported\n": {}} {
+		pid, started, ok, err := ParseWarmCheck([]byte(out))
+		if got := (check{pid, started, ok}); got != want || err != nil {
+			t.Errorf("%q: %+v %v, want %+v", out, got, err, want)
+		}
+	}
+	for _, out := range []string{"warm x\n", "warm -3\n"} {
+		if _, _, ok, err := ParseWarmCheck([]byte(out)); ok || err == nil {
+			t.Errorf("%q: ok %v err %v, want an error", out, ok, err)
 		}
 	}
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
-	"github.com/d10ffeed/corral/internal/turnbench"
+	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/store"
 )
 
@@ -18,10 +18,10 @@ import (
 //
 //	go test -run '^$' -bench NextTurn -benchtime 10x ./harness/claudecode/
 func BenchmarkNextTurn(b *testing.B) {
-	turnbench.NextTurn(b, func(b *testing.B) {
+	turntest.NextTurn(b, func(b *testing.B) {
 		srv := fakemodel.New(b, fakemodel.Say("hi"))
 		body := `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Next."}]}`
-		turnbench.ModelFloor(b, srv.URL+"/v1/messages", body, http.Header{"X-Api-Key": {"sk-ant-fake"}}, "text_delta")
+		turntest.ModelFloor(b, srv.URL+"/v1/messages", body, http.Header{"X-Api-Key": {"sk-ant-fake"}}, "text_delta")
 	}, func(b *testing.B, warm string) {
 		w := newWarmEnv(b, fakemodel.Say("hi"))
 		w.opts[claudecode.OptWarm] = warm
@@ -30,6 +30,6 @@ func BenchmarkNextTurn(b *testing.B) {
 		if err := r.Wait(ctx, w.start(b, ctx, r, "Hello.").ID); err != nil {
 			b.Fatal(err)
 		}
-		turnbench.FirstText(b, ctx, r, func() store.Run { return w.start(b, ctx, r, "Next.") })
+		turntest.FirstText(b, ctx, r, func() store.Run { return w.start(b, ctx, r, "Next.") })
 	})
 }

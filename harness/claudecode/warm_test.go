@@ -14,6 +14,7 @@ import (
 	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
@@ -109,18 +110,6 @@ func turnText(t *testing.T, ctx context.Context, r *run.Runner, id string) (text
 	return text, session, resumeFailed
 }
 
-// untilText follows a run until its first text arrives.
-func untilText(ctx context.Context, r *run.Runner, id string) {
-	fctx, stop := context.WithCancel(ctx)
-	defer stop()
-	_ = r.Follow(fctx, id, 0, func(e store.Event) error {
-		if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent {
-			stop()
-		}
-		return nil
-	})
-}
-
 // TestWarmSession: with option warm=true, the thread's second run is
 // served by the process that ran its first (same pid), with the right
 // answer in the same session; a keeper SIGKILLed between turns is replaced
@@ -163,23 +152,12 @@ func TestWarmCancel(t *testing.T) {
 	r := w.runner(t)
 	ctx := testCtx(t)
 	rec := w.start(t, ctx, r, "Talk.")
-	untilText(ctx, r, rec.ID)
+	turntest.UntilText(ctx, r, rec.ID)
 	pid := w.keeperPid(t)
 	if pid == 0 || len(testutil.SessionProcs(pid)) == 0 {
 		t.Fatalf("no live keeper mid-turn (pid %d)", pid)
 	}
-	if _, err := r.Cancel(ctx, rec.ID); err != nil {
-		t.Fatal(err)
-	}
-	_ = r.Wait(ctx, rec.ID)
-	final, _, _ := w.st.GetRun(ctx, rec.ID)
-	if final.Status != store.RunCancelled {
-		t.Errorf("status %s, want cancelled", final.Status)
-	}
-	// SIGKILL is delivered at once, the exit takes a moment: WaitFor's
-	// bound is a hang guard, not a timing verdict.
-	testutil.WaitFor(t, ctx, "the keeper's session to be gone after the cancel", 50*time.Millisecond,
-		func(context.Context) (bool, error) { return len(testutil.SessionProcs(pid)) == 0, nil })
+	turntest.CancelLeavesNothing(t, ctx, r, rec.ID, pid)
 }
 
 // TestWarmTakeover: a warm turn whose driving runner goes away mid-answer
@@ -197,7 +175,7 @@ func TestWarmTakeover(t *testing.T) {
 	}
 	pid := w.keeperPid(t)
 	rec = w.start(t, ctx, a, "Second?")
-	untilText(ctx, a, rec.ID)
+	turntest.UntilText(ctx, a, rec.ID)
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,19 @@ type fixture struct {
 	env      map[string]string
 	base     string // the local provider's directory (the sandboxes)
 	journals string // the journal directory
+	def      *sandbox.Definition
+}
+
+// runner is another runner on the fixture's store and journals (another
+// host), with a short lease.
+func (f *fixture) runner(t testing.TB) *run.Runner {
+	t.Helper()
+	r, err := run.New(f.r.Store(), []*sandbox.Definition{f.def}, []harness.Harness{opencode.Harness{}}, run.Options{PollInterval: 50 * time.Millisecond, JournalDir: f.journals, LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
 }
 
 func newFixture(t testing.TB, script fakemodel.Script, policy *sandbox.Policy) *fixture {
@@ -87,7 +100,7 @@ func newWorkspaceFixture(t testing.TB, script fakemodel.Script, policy *sandbox.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	return &fixture{r: r, srv: srv, env: xdgEnv(t), base: base, journals: journals,
+	return &fixture{r: r, srv: srv, env: xdgEnv(t), base: base, journals: journals, def: def,
 		opts: map[string]string{opencode.OptExecutable: bin, opencode.OptBaseURL: srv.OpenAIURL()}}
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/d10ffeed/corral/harness/opencode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
-	"github.com/d10ffeed/corral/internal/turnbench"
+	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/store"
 )
 
@@ -20,9 +20,9 @@ import (
 //	go test -run '^$' -bench NextTurn -benchtime 5x ./harness/opencode/
 func BenchmarkNextTurn(b *testing.B) {
 	body := `{"model":"` + fakemodel.ModelID + `","stream":true,"messages":[{"role":"user","content":"Next."}]}`
-	turnbench.NextTurn(b, func(b *testing.B) {
+	turntest.NextTurn(b, func(b *testing.B) {
 		srv := fakemodel.New(b, fakemodel.Say("hi"))
-		turnbench.ModelFloor(b, srv.OpenAIURL()+"/chat/completions", body, http.Header{"Authorization": {"Bearer " + canaryKey}}, `"content"`)
+		turntest.ModelFloor(b, srv.OpenAIURL()+"/chat/completions", body, http.Header{"Authorization": {"Bearer " + canaryKey}}, `"content"`)
 	}, func(b *testing.B, warm string) {
 		f := newWarmFixture(b, fakemodel.Say("hi"), nil)
 		ctx := testCtx(b)
@@ -30,6 +30,6 @@ func BenchmarkNextTurn(b *testing.B) {
 		if err := f.r.Wait(ctx, turn("Hello.").ID); err != nil {
 			b.Fatal(err)
 		}
-		turnbench.FirstText(b, ctx, f.r, func() store.Run { return turn("Next.") })
+		turntest.FirstText(b, ctx, f.r, func() store.Run { return turn("Next.") })
 	})
 }

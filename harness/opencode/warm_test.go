@@ -11,6 +11,7 @@ import (
 	"github.com/d10ffeed/corral/harness/opencode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
@@ -97,31 +98,62 @@ func TestRealOpenCodeWarmCancel(t *testing.T) {
 	f := newWarmFixture(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: strings.Repeat("slow words ", 400)}}, Delay: 20 * time.Millisecond, ChunkSize: 4}, nil)
 	ctx := testCtx(t)
 	rec := f.startTurn(t, ctx, "Talk.")
-	fctx, stop := context.WithCancel(ctx)
-	_ = f.r.Follow(fctx, rec.ID, 0, func(e store.Event) error {
-		if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent {
-			stop()
-		}
-		return nil
-	})
-	stop()
+	turntest.UntilText(ctx, f.r, rec.ID)
 	pid := f.serverPid()
 	if pid == 0 || len(testutil.SessionProcs(pid)) == 0 {
 		t.Fatalf("no live server mid-turn (pid %d)", pid)
 	}
-	if _, err := f.r.Cancel(ctx, rec.ID); err != nil {
+	turntest.CancelLeavesNothing(t, ctx, f.r, rec.ID, pid)
+}
+
+// TestRealOpenCodeWarmTakeover: a warm turn whose driving runner goes away
+// mid-answer is taken over by another runner on the same store (another
+// host) and delivered once: every stored event delivered in order, one
+// RUN_FINISHED, the whole answer, the kept server unchanged.
+func TestRealOpenCodeWarmTakeover(t *testing.T) {
+	answer := strings.Repeat("word ", 200)
+	f := newWarmFixture(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: answer}}, Delay: 10 * time.Millisecond, ChunkSize: 8}, nil)
+	ctx := testCtx(t)
+	if err := f.r.Wait(ctx, f.startTurn(t, ctx, "First?").ID); err != nil {
 		t.Fatal(err)
 	}
-	_ = f.r.Wait(ctx, rec.ID)
-	final, _, err := f.r.Store().GetRun(ctx, rec.ID)
+	pid := f.serverPid()
+	rec := f.startTurn(t, ctx, "Second?")
+	turntest.UntilText(ctx, f.r, rec.ID)
+	if err := f.r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := f.runner(t)
+	var delivered []store.Event
+	if err := other.Attach(ctx, rec.ID, 0, func(e store.Event) error { delivered = append(delivered, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Wait(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	st := other.Store()
+	stored, err := st.ReadEvents(ctx, rec.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if final.Status != store.RunCancelled {
-		t.Errorf("status %s, want cancelled", final.Status)
+	var evs []event.Event
+	for i, e := range stored {
+		if e.Seq != int64(i+1) || i >= len(delivered) || delivered[i].Seq != e.Seq {
+			t.Fatalf("stored event %d has seq %d; %d delivered", i+1, e.Seq, len(delivered))
+		}
+		ev, _ := event.Unmarshal(e.Data)
+		evs = append(evs, ev)
 	}
-	// The kill is delivered at once, the exit takes a moment: WaitFor's
-	// bound is a hang guard, not a timing verdict.
-	testutil.WaitFor(t, ctx, "the server's session to be gone after the cancel", 50*time.Millisecond,
-		func(context.Context) (bool, error) { return len(testutil.SessionProcs(pid)) == 0, nil })
+	s := summarize(t, evs)
+	final, _, _ := st.GetRun(ctx, rec.ID)
+	finished := 0
+	for _, e := range evs {
+		if e.Type == event.RunFinished {
+			finished++
+		}
+	}
+	if final.Status != store.RunCompleted || final.DriverEpoch < 2 || len(delivered) != len(stored) || finished != 1 || s.text != answer || f.serverPid() != pid {
+		t.Errorf("status %s epoch %d, delivered %d of %d, %d RUN_FINISHED, text %d bytes (want %d), server %d (was %d)",
+			final.Status, final.DriverEpoch, len(delivered), len(stored), finished, len(s.text), len(answer), f.serverPid(), pid)
+	}
 }

@@ -1,7 +1,7 @@
-// Package turnbench times agent turns for the next-turn benchmarks
-// (BenchmarkNextTurn of the harnesses with warm sessions): a turn's first
-// text as a follower sees it, and the fake model's own floor.
-package turnbench
+// Package turntest helps the tests and benchmarks of agent turns (the
+// harnesses with warm sessions): a turn followed to its first text, the
+// next-turn benchmark's timing of it, and the fake model's own floor.
+package turntest
 
 import (
 	"bufio"
@@ -16,6 +16,41 @@ import (
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/store"
 )
+
+// UntilText follows run id on r until its first text arrives (or ctx
+// ends).
+func UntilText(ctx context.Context, r *run.Runner, id string) {
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	_ = r.Follow(fctx, id, 0, func(e store.Event) error {
+		if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent {
+			stop()
+		}
+		return nil
+	})
+}
+
+// CancelLeavesNothing cancels run id on r, which a warm keeper leading
+// session sid serves mid-turn, and fails tb unless the run ends cancelled
+// and no process of that session is left.
+func CancelLeavesNothing(tb testing.TB, ctx context.Context, r *run.Runner, id string, sid int) {
+	tb.Helper()
+	if _, err := r.Cancel(ctx, id); err != nil {
+		tb.Fatal(err)
+	}
+	_ = r.Wait(ctx, id)
+	final, _, err := r.Store().GetRun(ctx, id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if final.Status != store.RunCancelled {
+		tb.Errorf("status %s, want cancelled", final.Status)
+	}
+	// The kill is delivered at once, the exit takes a moment: WaitFor's
+	// bound is a hang guard, not a timing verdict.
+	testutil.WaitFor(tb, ctx, "the keeper's session to be gone after the cancel", 50*time.Millisecond,
+		func(context.Context) (bool, error) { return len(testutil.SessionProcs(sid)) == 0, nil })
+}
 
 // NextTurn runs a harness's next-turn sub-benchmarks: "floor", the fake
 // model's own latency, then "cold" and "warm", each next with option

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/d10ffeed/corral/internal/testutil"
 )
 
 // daemon is one server process of the benchmark, in a process group of
@@ -117,27 +119,10 @@ func rssKB(pid int) int {
 // descendants lists the living processes below pid.
 func descendants(pid int) []int {
 	parent := map[int]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	for _, p := range testutil.Procs() {
+		if p.State != "Z" {
+			parent[p.Pid] = p.PPid
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 || f[0] == "Z" {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		parent[p] = pp
 	}
 	var out []int
 	for p := range parent {

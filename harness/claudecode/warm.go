@@ -33,11 +33,7 @@ package claudecode
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"path"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -47,42 +43,28 @@ import (
 
 // OptWarm is the option that keeps the CLI running between a thread's
 // runs ("true"; default "false").
-const OptWarm = "warm"
+const OptWarm = harness.OptWarm
 
 // Warm reports whether the options ask for a warm session
 // (harness.Warmer): the runner then gives the turn no per-run agent tools,
 // which the kept process would still hold after the run.
-func (Harness) Warm(options map[string]string) bool {
-	warm, err := strconv.ParseBool(strings.TrimSpace(options[OptWarm]))
-	return err == nil && warm
-}
+func (Harness) Warm(options map[string]string) bool { return harness.WarmOption(options) }
 
 // WarmDirPrefix begins the name of a thread's keeper directory, beside the
 // run journals (path.Dir of Request.RunDir).
 const WarmDirPrefix = "claude-warm-"
 
 // warmDir is the keeper directory of a thread.
-func warmDir(req harness.Request) string {
-	sum := sha256.Sum256([]byte(req.ThreadID))
-	return path.Join(path.Dir(req.RunDir), WarmDirPrefix+hex.EncodeToString(sum[:8]))
-}
+func warmDir(req harness.Request) string { return harness.WarmDir(req, WarmDirPrefix) }
 
 // ensureKeeper checks the thread's keeper and starts a new one when it
 // cannot serve the turn. Args: dir, digest, session, instructions file (or
 // ""), then the CLI's argv. Prints "warm PID", "started PID", "busy" or
 // "unsupported".
 const ensureKeeper = `d=$1 dg=$2 ses=$3 ins=$4; shift 4
-alive() { kill -0 "$1" 2>/dev/null || return 1; [ -r "/proc/$1/stat" ] || return 0; case $(cut -d')' -f2 <"/proc/$1/stat") in " Z"*|" X"*) return 1 ;; esac; }
-command -v setsid >/dev/null 2>&1 && command -v mkfifo >/dev/null 2>&1 || { echo unsupported; exit 0; }
-[ -n "$ins" ] && [ -f "$ins" ] && dg="$dg $(cksum <"$ins")"
-umask 077; mkdir -p "$d" || exit 1
-p=$(cat "$d/pid" 2>/dev/null) b=$(cat "$d/busy" 2>/dev/null)
-if [ -n "$p" ] && alive "$p"; then
-  if [ -n "$b" ] && alive "$b"; then echo busy; exit 0; fi
-  if [ -z "$b" ] && [ "$(cat "$d/digest" 2>/dev/null)" = "$dg" ] && [ "$(cat "$d/session" 2>/dev/null)" = "$ses" ]; then echo "warm $p"; exit 0; fi
-  kill -KILL "-$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null
-fi
-rm -f "$d/in" "$d/busy" "$d/pid" "$d/log" "$d/relay".*
+` + harness.WarmAliveSh + `[ -n "$ins" ] && [ -f "$ins" ] && dg="$dg $(cksum <"$ins")"
+warm_extra() { [ "$(cat "$d/session" 2>/dev/null)" = "$ses" ]; }
+` + harness.WarmCheckSh + `rm -f "$d/in" "$d/relay".*
 mkfifo "$d/in" && : >"$d/log" || exit 1
 printf '%s\n' "$dg" >"$d/digest"; printf '%s\n' "$ses" >"$d/session"
 setsid sh -c 'd=$1; shift; exec 3<>"$d/in"; "$@" <&3 >>"$d/log" 2>"$d/err"; printf "{\"type\":\"corral\",\"subtype\":\"warm_exited\",\"exit\":%d}\n" $? >>"$d/log"' corral-claude-keeper "$d" "$@" </dev/null >/dev/null 2>&1 &
@@ -109,8 +91,7 @@ echo "started $p"
 // a note line to print first (or ""). Stdin: the turn's stream-json user
 // line.
 const turnClient = `d=$1 kp=$2 note=$3
-alive() { kill -0 "$1" 2>/dev/null || return 1; [ -r "/proc/$1/stat" ] || return 0; case $(cut -d')' -f2 <"/proc/$1/stat") in " Z"*|" X"*) return 1 ;; esac; }
-[ -n "$note" ] && printf '%s\n' "$note"
+` + harness.WarmAliveSh + `[ -n "$note" ] && printf '%s\n' "$note"
 if [ "$(cat "$d/pid" 2>/dev/null)" != "$kp" ] || ! alive "$kp"; then
   echo "corral: the warm Claude Code process $kp is gone" >&2; exit 1
 fi
@@ -172,34 +153,20 @@ func prepareWarm(ctx context.Context, h sandbox.Handle, req harness.Request, w w
 	if res.ExitCode != 0 {
 		return harness.Invocation{}, false, sandbox.Errorf(sandbox.Internal, op, req.RunID, "starting the warm process exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
-	out := strings.Fields(string(res.Stdout))
-	if len(out) != 2 || (out[0] != "warm" && out[0] != "started") {
+	pid, _, ok, err := harness.ParseWarmCheck(res.Stdout)
+	if err != nil {
+		return harness.Invocation{}, false, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
+	}
+	if !ok {
 		return harness.Invocation{}, false, nil // busy or unsupported: cold
 	}
-	if _, err := strconv.Atoi(out[1]); err != nil {
-		return harness.Invocation{}, false, sandbox.Errorf(sandbox.Internal, op, req.RunID, "the warm process check printed %q", res.Stdout)
-	}
-	cmd := sandbox.Command{Args: []string{"sh", "-c", turnClient, "corral-claude-turn", dir, out[1], w.note}}
+	cmd := sandbox.Command{Args: []string{"sh", "-c", turnClient, "corral-claude-turn", dir, strconv.Itoa(pid), w.note}}
 	line := mustJSON(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": req.Prompt}}}})
 	return harness.Invocation{Command: cmd, Stdin: []byte(line + "\n")}, true, nil
 }
 
 // warmDigest digests what is baked into the process at its start.
-func warmDigest(w warmTurn) string {
-	h := sha256.New()
-	for _, a := range w.args {
-		fmt.Fprintf(h, "a%d:%s\n", len(a), a)
-	}
-	keys := make([]string, 0, len(w.env))
-	for k := range w.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(h, "e%d:%s=%d:%s\n", len(k), k, len(w.env[k]), w.env[k])
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
+func warmDigest(w warmTurn) string { return harness.WarmDigest(w.args, w.env) }
 
 // newSessionID returns a random UUID (version 4) for --session-id.
 func newSessionID() string {

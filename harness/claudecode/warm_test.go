@@ -3,9 +3,7 @@ package claudecode_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
@@ -52,16 +51,7 @@ func newWarmEnv(t testing.TB, script fakemodel.Script) *warmEnv {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			files, _ := filepath.Glob(filepath.Join(w.journals, "*", "*"))
-			more, _ := filepath.Glob(filepath.Join(w.journals, "*"))
-			for _, f := range append(files, more...) {
-				if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() {
-					continue
-				}
-				if b, err := os.ReadFile(f); err == nil {
-					t.Logf("%s:\n%.3000s", f, b)
-				}
-			}
+			testutil.LogFiles(t, nil, filepath.Join(w.journals, "*", "*"), filepath.Join(w.journals, "*"))
 		}
 		w.killKeepers(t)
 	})
@@ -91,42 +81,13 @@ func (w *warmEnv) start(t testing.TB, ctx context.Context, r *run.Runner, prompt
 // keeperPid is the pid the thread's keeper directory records (0: none).
 func (w *warmEnv) keeperPid(t testing.TB) int {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(w.journals, claudecode.WarmDirPrefix+"*", "pid"))
-	if len(files) != 1 {
-		return 0
-	}
-	b, _ := os.ReadFile(files[0])
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
-}
-
-// sessionProcs lists the live processes in the session sid.
-func sessionProcs(sid int) []int {
-	var out []int
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(s[i+1:]) // state ppid pgrp session ...
-		if len(fields) > 3 && fields[0] != "Z" && fields[3] == strconv.Itoa(sid) {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-			out = append(out, pid)
-		}
-	}
-	return out
+	return testutil.PidFile(filepath.Join(w.journals, claudecode.WarmDirPrefix+"*", "pid"))
 }
 
 func (w *warmEnv) killKeepers(t testing.TB) {
 	t.Helper()
 	if pid := w.keeperPid(t); pid > 0 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = testutil.KillGroup(pid)
 	}
 }
 
@@ -147,18 +108,6 @@ func turnText(t *testing.T, ctx context.Context, r *run.Runner, id string) (text
 		}
 	}
 	return text, session, resumeFailed
-}
-
-// untilText follows a run until its first text arrives.
-func untilText(ctx context.Context, r *run.Runner, id string) {
-	fctx, stop := context.WithCancel(ctx)
-	defer stop()
-	_ = r.Follow(fctx, id, 0, func(e store.Event) error {
-		if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent {
-			stop()
-		}
-		return nil
-	})
 }
 
 // TestWarmSession: with option warm=true, the thread's second run is
@@ -184,7 +133,7 @@ func TestWarmSession(t *testing.T) {
 
 	// The keeper dies between turns: the next turn starts a new one that
 	// resumes the session.
-	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+	if err := testutil.KillGroup(pid); err != nil {
 		t.Fatal(err)
 	}
 	rec = w.start(t, ctx, r, "Third?")
@@ -203,23 +152,12 @@ func TestWarmCancel(t *testing.T) {
 	r := w.runner(t)
 	ctx := testCtx(t)
 	rec := w.start(t, ctx, r, "Talk.")
-	untilText(ctx, r, rec.ID)
+	turntest.UntilText(ctx, r, rec.ID)
 	pid := w.keeperPid(t)
-	if pid == 0 || len(sessionProcs(pid)) == 0 {
+	if pid == 0 || len(testutil.SessionProcs(pid)) == 0 {
 		t.Fatalf("no live keeper mid-turn (pid %d)", pid)
 	}
-	if _, err := r.Cancel(ctx, rec.ID); err != nil {
-		t.Fatal(err)
-	}
-	_ = r.Wait(ctx, rec.ID)
-	final, _, _ := w.st.GetRun(ctx, rec.ID)
-	if final.Status != store.RunCancelled {
-		t.Errorf("status %s, want cancelled", final.Status)
-	}
-	// SIGKILL is delivered at once, the exit takes a moment: WaitFor's
-	// bound is a hang guard, not a timing verdict.
-	testutil.WaitFor(t, ctx, "the keeper's session to be gone after the cancel", 50*time.Millisecond,
-		func(context.Context) (bool, error) { return len(sessionProcs(pid)) == 0, nil })
+	turntest.CancelLeavesNothing(t, ctx, r, rec.ID, pid)
 }
 
 // TestWarmTakeover: a warm turn whose driving runner goes away mid-answer
@@ -237,7 +175,7 @@ func TestWarmTakeover(t *testing.T) {
 	}
 	pid := w.keeperPid(t)
 	rec = w.start(t, ctx, a, "Second?")
-	untilText(ctx, a, rec.ID)
+	turntest.UntilText(ctx, a, rec.ID)
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

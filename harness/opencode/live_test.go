@@ -149,4 +149,51 @@ func TestRealOpenCodeServerLiveApproval(t *testing.T) {
 	}
 }
 
+// TestRealOpenCodeWarmLiveApproval: live approvals work on a warm turn.
+// The thread's second turn runs on the first turn's server; the command
+// the policy asks about waits in that turn's client for an answer given
+// while the run is live, and, allowed, runs in the same turn.
+func TestRealOpenCodeWarmLiveApproval(t *testing.T) {
+	const cmd = "echo hello > made.txt"
+	policy := &sandbox.Policy{Default: sandbox.Deny, Commands: sandbox.CommandRules{Ask: []string{"echo *"}}}
+	f := newWarmFixture(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Command: cmd}, {Text: "finished"}}}, policy)
+	ctx := testCtx(t)
+	live := []string{opencode.OptApprovalWait, "1m", opencode.OptAnswerPoll, "50ms"}
+	first := f.startTurn(t, ctx, "First?", live...)
+	if err := f.r.Wait(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	pid := f.serverPid()
+	rec := f.startTurn(t, ctx, "Make the file.", live...)
+	var evs []event.Event
+	var answered []event.ApprovalAnswer
+	if err := f.r.Follow(ctx, rec.ID, 0, func(e store.Event) error {
+		ev, err := event.Unmarshal(e.Data)
+		if err != nil {
+			return err
+		}
+		evs = append(evs, ev)
+		switch {
+		case ev.Type == event.Custom && ev.Name == event.ApprovalWaiting:
+			var w struct{ ApprovalID string }
+			_ = json.Unmarshal(ev.Value, &w)
+			return f.r.Answer(ctx, rec.ID, w.ApprovalID, true)
+		case ev.Type == event.Custom && ev.Name == event.ApprovalAnswered:
+			var a event.ApprovalAnswer
+			_ = json.Unmarshal(ev.Value, &a)
+			answered = append(answered, a)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := summarize(t, evs)
+	if pid == 0 || f.serverPid() != pid {
+		t.Errorf("the second turn ran on server %d, the first on %d: not warm", f.serverPid(), pid)
+	}
+	if len(answered) != 1 || !answered[0].Allowed || answered[0].By != "answer" || len(s.files) != 1 || s.files[0] != "made.txt" || s.text != "finished" || s.last.Type != event.RunFinished {
+		t.Errorf("answered %+v, files %q, text %q, last %s %s", answered, s.files, s.text, s.last.Type, s.last.Message)
+	}
+}
+
 func ptr[T any](v T) *T { return &v }

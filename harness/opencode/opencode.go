@@ -65,6 +65,10 @@
 // journal also holds the server's housekeeping events, which the
 // translator skips.
 //
+// With option "warm" the server outlives the run: serve.json's "warm"
+// names the thread's kept server (its directory and pid), which the
+// client uses instead of starting one and leaves running at its end.
+//
 // # Command and configuration
 //
 //	opencode run --format json --thinking [-m MODEL] [-s SESSION] [Request.Args...]
@@ -141,6 +145,16 @@
 //     corral process that drives the run.
 //   - "answerPoll" (a Go duration, default 250ms): how often a waiting
 //     client reads the answers file.
+//   - "warm" (server mode; "true" or "false", the default): keep the
+//     thread's `opencode serve` running between its runs (harness.Warmer;
+//     see warm.go). Prepare starts it, outside any run's journal wrapper,
+//     in a per-thread directory beside the journals, and each run's client
+//     posts its prompt to that server's session instead of starting one;
+//     a dead server, another digest (argv, environment, policy,
+//     opencode.json) or a turn that died mid-turn starts a new one that
+//     resumes the session; a server busy with another live turn, or a
+//     sandbox without setsid, runs cold. Live approvals work on warm
+//     turns (the wait is the turn's client's). Cancel kills the server.
 //
 // The run's mode (Request.Mode) is OpenCode's agent: its built-in "build"
 // (the default) and "plan", or one the project defines; `--agent NAME` in
@@ -249,6 +263,10 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	if err != nil {
 		return harness.Invocation{}, err
 	}
+	warm, err := harness.ParseWarmOption(opts)
+	if err != nil || warm && mode != ModeServer {
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, OptWarm, "option warm: true or false, and true needs mode=server (not %q with mode %q)", opts[OptWarm], mode)
+	}
 	approvals := req.Approvals
 	env := make(map[string]string, len(req.Env)+4)
 	for k, v := range req.Env {
@@ -286,8 +304,8 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 	for k, v := range proj.env {
 		env[k] = v
 	}
-	cfg := path.Join(req.RunDir, "opencode.json")
-	if err := harness.WriteFile(ctx, h, cfg, configJSON(baseURL, name, opts[OptAPIKeySecret], proj), "600"); err != nil {
+	cfg, cfgJSON := path.Join(req.RunDir, "opencode.json"), configJSON(baseURL, name, opts[OptAPIKeySecret], proj)
+	if err := harness.WriteFile(ctx, h, cfg, cfgJSON, "600"); err != nil {
 		return harness.Invocation{}, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
 	}
 	env["OPENCODE_CONFIG"] = cfg
@@ -305,7 +323,11 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		exe = "opencode"
 	}
 	if mode == ModeServer {
-		args, err := prepareServer(ctx, h, req, env, exe, model, approvals, wait, poll)
+		var kept *warmServer
+		if warm && req.ThreadID != "" {
+			kept = &warmServer{exe: exe, auth: auth, env: env, config: cfgJSON}
+		}
+		args, err := prepareServer(ctx, h, req, env, exe, model, approvals, wait, poll, kept)
 		if err != nil {
 			return harness.Invocation{}, err
 		}

@@ -30,7 +30,7 @@ const canaryKey = "sk-corral-canary-8b3d51"
 
 // xdgEnv keeps opencode's data, config, cache and state in the test's
 // temporary directories.
-func xdgEnv(t *testing.T) map[string]string {
+func xdgEnv(t testing.TB) map[string]string {
 	t.Helper()
 	d := t.TempDir()
 	env := map[string]string{}
@@ -47,16 +47,29 @@ type fixture struct {
 	env      map[string]string
 	base     string // the local provider's directory (the sandboxes)
 	journals string // the journal directory
+	def      *sandbox.Definition
 }
 
-func newFixture(t *testing.T, script fakemodel.Script, policy *sandbox.Policy) *fixture {
+// runner is another runner on the fixture's store and journals (another
+// host), with a short lease.
+func (f *fixture) runner(t testing.TB) *run.Runner {
+	t.Helper()
+	r, err := run.New(f.r.Store(), []*sandbox.Definition{f.def}, []harness.Harness{opencode.Harness{}}, run.Options{PollInterval: 50 * time.Millisecond, JournalDir: f.journals, LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
+
+func newFixture(t testing.TB, script fakemodel.Script, policy *sandbox.Policy) *fixture {
 	t.Helper()
 	return newWorkspaceFixture(t, script, policy, nil, nil)
 }
 
 // newWorkspaceFixture is newFixture with more secrets, and the workspace
 // edited by ws.
-func newWorkspaceFixture(t *testing.T, script fakemodel.Script, policy *sandbox.Policy, secrets map[string]string, ws func(*sandbox.Workspace)) *fixture {
+func newWorkspaceFixture(t testing.TB, script fakemodel.Script, policy *sandbox.Policy, secrets map[string]string, ws func(*sandbox.Workspace)) *fixture {
 	t.Helper()
 	bin := testutil.AgentBin(t, "opencode")
 	srv := fakemodel.New(t, script)
@@ -87,8 +100,18 @@ func newWorkspaceFixture(t *testing.T, script fakemodel.Script, policy *sandbox.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	return &fixture{r: r, srv: srv, env: xdgEnv(t), base: base, journals: journals,
+	return &fixture{r: r, srv: srv, env: xdgEnv(t), base: base, journals: journals, def: def,
 		opts: map[string]string{opencode.OptExecutable: bin, opencode.OptBaseURL: srv.OpenAIURL()}}
+}
+
+// options is the fixture's options with each of more laid over them in
+// turn.
+func (f *fixture) options(more ...map[string]string) map[string]string {
+	o := maps.Clone(f.opts)
+	for _, m := range more {
+		maps.Copy(o, m)
+	}
+	return o
 }
 
 func (f *fixture) run(t *testing.T, ctx context.Context, thread, prompt string, opts map[string]string) []event.Event {
@@ -99,14 +122,7 @@ func (f *fixture) run(t *testing.T, ctx context.Context, thread, prompt string, 
 // runApproved is run with answers to earlier approval requests.
 func (f *fixture) runApproved(t *testing.T, ctx context.Context, thread, prompt string, opts map[string]string, approvals map[string]bool) []event.Event {
 	t.Helper()
-	o := map[string]string{}
-	for k, v := range f.opts {
-		o[k] = v
-	}
-	for k, v := range opts {
-		o[k] = v
-	}
-	rec, err := f.r.Start(ctx, run.StartRequest{Definition: "d", Thread: thread, Harness: opencode.Name, Prompt: prompt, Model: fakemodel.ModelID, Options: o, Approvals: approvals, Env: f.env})
+	rec, err := f.r.Start(ctx, run.StartRequest{Definition: "d", Thread: thread, Harness: opencode.Name, Prompt: prompt, Model: fakemodel.ModelID, Options: f.options(opts), Approvals: approvals, Env: f.env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +150,7 @@ func (f *fixture) runApproved(t *testing.T, ctx context.Context, thread, prompt 
 	return evs
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx

@@ -20,9 +20,15 @@
 // on in the same turn). Lines the key does not authenticate count for
 // nothing and are reported as corral.warning. It exits 0 when the
 // session goes idle after the prompt, 1 on a session error, and stops the
-// server it started on exit. No dependencies.
+// server it started on exit. With cfg.warm (option warm=true) it starts no
+// server: it connects to the thread's kept server (cfg.warm.dir holds its
+// pid, URL and password; the harness's Prepare started it), marks the turn
+// busy while it runs, leaves the server running at its end, and kills the
+// server's whole session when it is signalled (a cancel) or finds the
+// server dead (then the turn fails). No dependencies.
 "use strict";
 const { spawn } = require("child_process");
+const http = require("http");
 const crypto = require("crypto");
 const fs = require("fs");
 
@@ -51,6 +57,45 @@ emit("corral.client", { mode: "server", version: 1 });
 let server = null;
 let exiting = false;
 
+// The thread's kept server (cfg.warm): its pid, and the busy file that
+// names this client while its turn runs.
+const warm = cfg.warm && cfg.warm.dir && cfg.warm.pid > 0 ? cfg.warm : null;
+const busyFile = warm ? warm.dir + "/busy" : "";
+
+// alive is the keeper check's test: the process exists and is no zombie.
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    return false;
+  }
+  try {
+    const st = fs.readFileSync("/proc/" + pid + "/stat", "utf8");
+    const state = st.slice(st.lastIndexOf(")") + 2, st.lastIndexOf(")") + 3);
+    return state !== "Z" && state !== "X";
+  } catch (e) {
+    return true;
+  }
+}
+
+// unbusy removes the busy file if it still names this client.
+function unbusy() {
+  if (!warm) return;
+  try {
+    if (fs.readFileSync(busyFile, "utf8").trim() === String(process.pid)) fs.unlinkSync(busyFile);
+  } catch (e) {}
+}
+
+// killKept kills the kept server's whole session (it leads it: setsid).
+function killKept() {
+  if (!warm) return;
+  for (const target of [-warm.pid, warm.pid]) {
+    try {
+      process.kill(target, "SIGKILL");
+    } catch (e) {}
+  }
+}
+
 function stopServer() {
   return new Promise((resolve) => {
     if (!server || server.exitCode !== null || server.signalCode !== null) return resolve();
@@ -77,6 +122,7 @@ async function finish(code) {
   if (exiting) return;
   exiting = true;
   await stopServer();
+  unbusy();
   process.stdout.write("", () => process.exit(code));
 }
 
@@ -87,6 +133,8 @@ function fail(message) {
 
 for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"]) {
   process.on(sig, () => {
+    killKept();
+    unbusy();
     if (server) {
       try {
         server.kill("SIGKILL");
@@ -96,6 +144,7 @@ for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"]) {
   });
 }
 process.on("exit", () => {
+  unbusy();
   if (server && server.exitCode === null && server.signalCode === null) {
     try {
       server.kill("SIGKILL");
@@ -136,8 +185,8 @@ function decide(req) {
 // --- HTTP ----------------------------------------------------------------
 
 let base = "";
-const password = crypto.randomBytes(24).toString("base64url");
-const authorization = "Basic " + Buffer.from("opencode:" + password).toString("base64");
+let password = crypto.randomBytes(24).toString("base64url");
+let authorization = "Basic " + Buffer.from("opencode:" + password).toString("base64");
 
 function url(p) {
   const u = new URL(p, base);
@@ -145,14 +194,26 @@ function url(p) {
   return u;
 }
 
-async function call(method, p, body) {
-  const res = await fetch(url(p), {
-    method,
-    headers: { authorization, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
+// The node http module, not fetch: a process's first fetch loads its
+// implementation (about 100 ms), which every turn would pay.
+const agent = new http.Agent({ keepAlive: true });
+
+// request sends one request and resolves to the response (not yet read).
+function request(method, p, headers, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url(p), { method, agent, headers: Object.assign({ authorization }, headers) }, resolve);
+    req.on("error", reject);
+    req.end(body);
   });
-  const text = await res.text();
-  if (!res.ok) throw new Error(method + " " + p + ": " + res.status + " " + text.slice(0, 500));
+}
+
+async function call(method, p, body) {
+  const data = body === undefined ? undefined : JSON.stringify(body);
+  const res = await request(method, p, data === undefined ? {} : { "content-type": "application/json" }, data);
+  res.setEncoding("utf8");
+  let text = "";
+  for await (const chunk of res) text += chunk;
+  if (res.statusCode < 200 || res.statusCode > 299) throw new Error(method + " " + p + ": " + res.statusCode + " " + text.slice(0, 500));
   return text ? JSON.parse(text) : null;
 }
 
@@ -191,6 +252,26 @@ function startServer() {
       }
     });
   });
+}
+
+// attachServer connects to the thread's kept server: the one the keeper
+// check found (its pid file still names cfg.warm.pid) and alive. It marks
+// the turn busy, watches the server and resolves to its URL.
+function attachServer() {
+  const read = (name) => fs.readFileSync(warm.dir + "/" + name, "utf8").trim();
+  let pid = "";
+  try {
+    pid = read("pid");
+  } catch (e) {}
+  if (pid !== String(warm.pid) || !alive(warm.pid)) throw new Error("the warm opencode server " + warm.pid + " is gone");
+  fs.writeFileSync(busyFile, process.pid + "\n", { mode: 0o600 });
+  password = read("password");
+  authorization = "Basic " + Buffer.from("opencode:" + password).toString("base64");
+  const u = read("url");
+  setInterval(() => {
+    if (!exiting && !alive(warm.pid)) fail("the warm opencode server " + warm.pid + " exited");
+  }, 200).unref();
+  return u.replace(/\/+$/, "") + "/";
 }
 
 // --- events --------------------------------------------------------------
@@ -339,13 +420,13 @@ function onEvent(ev) {
 function subscribe() {
   return new Promise((resolve, reject) => {
     (async () => {
-      const res = await fetch(url("/event"), { headers: { authorization, accept: "text/event-stream" } });
-      if (!res.ok) throw new Error("GET /event: " + res.status);
-      const decoder = new TextDecoder();
+      const res = await request("GET", "/event", { accept: "text/event-stream" });
+      if (res.statusCode !== 200) throw new Error("GET /event: " + res.statusCode);
+      res.setEncoding("utf8");
       let buf = "";
       let data = [];
-      for await (const chunk of res.body) {
-        buf += decoder.decode(chunk, { stream: true });
+      for await (const chunk of res) {
+        buf += chunk;
         let i;
         while ((i = buf.indexOf("\n")) >= 0) {
           let line = buf.slice(0, i);
@@ -387,7 +468,11 @@ function readStdin() {
 
 async function main() {
   const prompt = await readStdin();
-  base = await startServer();
+  base = warm ? attachServer() : await startServer();
+  // The session and the event stream are asked for at once; no event of
+  // the session comes before its prompt.
+  const subscribed = subscribe();
+  subscribed.catch(() => {});
   if (cfg.session) {
     try {
       const s = await call("GET", "/session/" + encodeURIComponent(cfg.session));
@@ -400,7 +485,7 @@ async function main() {
     session = s.id;
   }
   emit("corral.session", { sessionID: session, resumed: !!cfg.session });
-  await subscribe();
+  await subscribed;
   const body = { parts: [{ type: "text", text: prompt }] };
   if (cfg.model && cfg.model.providerID && cfg.model.modelID) body.model = cfg.model;
   if (cfg.agent) body.agent = cfg.agent;

@@ -33,6 +33,7 @@ type clientConfig struct {
 	Directory  string       `json:"directory,omitempty"`
 	Policy     clientPolicy `json:"policy"`
 	Live       *clientLive  `json:"live,omitempty"`
+	Warm       *clientWarm  `json:"warm,omitempty"` // the thread's kept server, or nil: start one
 }
 
 type clientModel struct {
@@ -69,8 +70,9 @@ func compileClientPolicy(p *sandbox.Policy, scripts map[string]string, approvals
 }
 
 // prepareServer writes the client and its configuration into RunDir and
-// returns the client's command.
-func prepareServer(ctx context.Context, h sandbox.Handle, req harness.Request, env map[string]string, exe, model string, approvals map[string]bool, wait, poll time.Duration) ([]string, error) {
+// returns the client's command; with warm, the thread's kept server,
+// ensured here, serves the turn (when it can).
+func prepareServer(ctx context.Context, h sandbox.Handle, req harness.Request, env map[string]string, exe, model string, approvals map[string]bool, wait, poll time.Duration, warm *warmServer) ([]string, error) {
 	const op = "harness.opencode"
 	ok, err := hasNode(ctx, h, env)
 	if err != nil {
@@ -79,11 +81,18 @@ func prepareServer(ctx context.Context, h sandbox.Handle, req harness.Request, e
 	if !ok {
 		return nil, sandbox.Errorf(sandbox.FailedPrecondition, op, req.RunID, "opencode server mode needs node in the sandbox (it runs the server's client); install node or use mode run")
 	}
+	var kept *clientWarm
+	if warm != nil {
+		if kept, err = ensureWarm(ctx, h, req, *warm); err != nil {
+			return nil, err
+		}
+	}
 	cfg := clientConfig{
 		Executable: exe,
 		Args:       append([]string{}, req.Args...),
 		Directory:  req.WorkspaceRoot,
 		Policy:     compileClientPolicy(req.Policy, req.Scripts, approvals, req.WorkspaceRoot),
+		Warm:       kept,
 	}
 	if prov, name, ok := strings.Cut(model, "/"); ok && prov != "" && name != "" {
 		cfg.Model = &clientModel{ProviderID: prov, ModelID: name}

@@ -140,6 +140,39 @@ func TestPrepareServerErrors(t *testing.T) {
 	}
 }
 
+// TestPrepareWarmOptions: warm needs server mode and a boolean; Warm
+// (harness.Warmer) is true only for warm=true in server mode.
+func TestPrepareWarmOptions(t *testing.T) {
+	h, ctx := newHandle(t)
+	for _, c := range []struct {
+		name string
+		opts map[string]string
+		warm bool
+		bad  bool
+	}{
+		{"server, warm", map[string]string{OptMode: ModeServer, OptWarm: "true"}, true, false},
+		{"server, cold", map[string]string{OptMode: ModeServer, OptWarm: "false"}, false, false},
+		{"run mode, warm", map[string]string{OptWarm: "true"}, false, true},
+		{"not a boolean", map[string]string{OptMode: ModeServer, OptWarm: "maybe"}, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := (Harness{}).Warm(c.opts); got != c.warm {
+				t.Errorf("Warm = %v, want %v", got, c.warm)
+			}
+			if !c.bad {
+				return
+			}
+			req := baseRequest(t)
+			for k, v := range c.opts {
+				req.Options[k] = v
+			}
+			if _, err := (Harness{}).Prepare(ctx, h, req); sandbox.CodeOf(err) != sandbox.InvalidArgument || !strings.Contains(err.Error(), "warm") {
+				t.Errorf("Prepare: %v, want InvalidArgument naming warm", err)
+			}
+		})
+	}
+}
+
 func TestServerTranslatorEdges(t *testing.T) {
 	journal := strings.Join([]string{
 		`{"type":"corral.client","properties":{"mode":"server","version":1}}`,

@@ -10,7 +10,8 @@ package server_test
 // scheduler's timer lateness, so that a failure explains itself.
 //
 //	CORRAL_LOAD_RUNS=400 CI=true go test -run TestLoadConcurrentRuns -v ./server/
-//	(CORRAL_LOAD_SQLITE_SYNC=full: the SQLite store with synchronous full)
+//	(CORRAL_LOAD_SQLITE_SYNC=full: the SQLite store with synchronous full;
+//	CORRAL_LOAD_PG_MAXCONNS=N: the PostgreSQL pool's size)
 
 import (
 	"bufio"

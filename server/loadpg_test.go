@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,20 +20,60 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/d10ffeed/corral/store/pgstore"
 	"github.com/d10ffeed/corral/store/pgstore/pgtest"
 )
 
-// stmtCounter counts the statements a store sends, by their first words.
+// stmtCounter counts the statements a store sends, by their first words
+// (a batch, one round trip, by its first statement), and measures the
+// waits for a connection of the pool.
 type stmtCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
+	mu       sync.Mutex
+	counts   map[string]int
+	acquires []time.Duration
 }
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	k := strings.Join(strings.Fields(d.SQL), " ")
+	c.count(d.SQL)
+	return ctx
+}
+
+// TraceBatchStart implements pgx.BatchTracer.
+func (c *stmtCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	if qs := d.Batch.QueuedQueries; len(qs) > 0 {
+		c.count(fmt.Sprintf("batch of %d: %s", len(qs), qs[0].SQL))
+	}
+	return ctx
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (c *stmtCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (c *stmtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+type acquireStart struct{}
+
+// TraceAcquireStart implements pgxpool.AcquireTracer.
+func (c *stmtCounter) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	return context.WithValue(ctx, acquireStart{}, time.Now())
+}
+
+// TraceAcquireEnd implements pgxpool.AcquireTracer.
+func (c *stmtCounter) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireEndData) {
+	if began, ok := ctx.Value(acquireStart{}).(time.Time); ok {
+		d := time.Since(began)
+		c.mu.Lock()
+		c.acquires = append(c.acquires, d)
+		c.mu.Unlock()
+	}
+}
+
+func (c *stmtCounter) count(sql string) {
+	k := strings.Join(strings.Fields(sql), " ")
 	if len(k) > 70 {
 		k = k[:70]
 	}
@@ -42,7 +83,6 @@ func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tr
 		c.counts = map[string]int{}
 	}
 	c.counts[k]++
-	return ctx
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
@@ -74,8 +114,16 @@ func (c *stmtCounter) report(before map[string]int, runs int) string {
 		}
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n || all[i].n == all[j].n && all[i].k < all[j].k })
+	c.mu.Lock()
+	acq := slices.Clone(c.acquires)
+	c.mu.Unlock()
+	slices.Sort(acq)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d statements (round trips), %.1f/run:\n", total, float64(total)/float64(runs))
+	if len(acq) > 0 {
+		fmt.Fprintf(&b, "waits for a pool connection: p50 %v, p99 %v, max %v over %d acquisitions\n",
+			quantile(acq, .5).Round(10*time.Microsecond), quantile(acq, .99).Round(10*time.Microsecond), acq[len(acq)-1].Round(time.Millisecond), len(acq))
+	}
+	fmt.Fprintf(&b, "%d round trips (statements and batches), %.1f/run:\n", total, float64(total)/float64(runs))
 	for _, e := range all {
 		fmt.Fprintf(&b, "  %5.2f/run  %s\n", float64(e.n)/float64(runs), e.k)
 	}
@@ -161,6 +209,9 @@ func (p *pgProbe) start(t *testing.T, runs int) (stop func() string) {
 	}
 	backends, server := ticksOf(bpids), ticksOf(postgresPIDs())
 	stmts := p.stmts.snapshot()
+	p.stmts.mu.Lock()
+	p.stmts.acquires = nil
+	p.stmts.mu.Unlock()
 	began := time.Now()
 	return func() string {
 		elapsed := time.Since(began)
@@ -193,8 +244,11 @@ func openLoadPG(t *testing.T) (*pgstore.Store, *pgProbe) {
 		sep = "&"
 	}
 	p := &pgProbe{url: url, app: "corral-load-" + schema, stmts: &stmtCounter{}}
-	s, err := pgstore.Open(context.Background(), url+sep+"application_name="+p.app,
-		pgstore.Options{Schema: schema, Tracer: p.stmts})
+	opts := pgstore.Options{Schema: schema, Tracer: p.stmts}
+	if v, err := strconv.Atoi(os.Getenv("CORRAL_LOAD_PG_MAXCONNS")); err == nil && v > 0 {
+		opts.MaxConns = int32(v) // measures pool sizes
+	}
+	s, err := pgstore.Open(context.Background(), url+sep+"application_name="+p.app, opts)
 	if err != nil {
 		t.Fatalf("pgstore.Open: %v", err)
 	}

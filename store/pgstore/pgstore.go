@@ -66,7 +66,9 @@ type Options struct {
 	// for the stamps.
 	Now func() time.Time
 	// Tracer, when set, sees every statement the store sends (pgx's
-	// QueryTracer: BEGIN and COMMIT included), e.g. to count round trips.
+	// QueryTracer: BEGIN and COMMIT included; a pgx.BatchTracer sees
+	// batches, a pgxpool.AcquireTracer the waits for a connection), e.g. to
+	// count round trips.
 	Tracer pgx.QueryTracer
 }
 

@@ -145,7 +145,7 @@ func procTicks(pid int) (int64, bool) {
 	if len(f) < 13 {
 		return 0, false
 	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64) // field 14, utime
+	u, err1 := strconv.ParseInt(f[11], 10, 64)  // field 14, utime
 	st, err2 := strconv.ParseInt(f[12], 10, 64) // field 15, stime
 	if err1 != nil || err2 != nil {
 		return 0, false

@@ -49,9 +49,9 @@ type Runner struct {
 	mu          sync.Mutex
 	drivers     map[string]*driver // runs this process drives
 	driverGroup sync.WaitGroup
-	sweepCursor int       // where the next journal sweep starts among the instances
-	pruneCursor int       // where the next checkpoint prune starts among the threads
-	lastSweep   time.Time // when this process last swept blobs
+	sweepCursor int           // where the next journal sweep starts among the instances
+	pruneCursor int           // where the next checkpoint prune starts among the threads
+	lastSweep   time.Time     // when this process last swept blobs
 	localStarts chan struct{} // Options.MaxLocalStarts tokens; nil = unbounded
 	starting    startGauge    // local starts under way, and their most
 }

@@ -11,7 +11,8 @@ package server_test
 //
 //	CORRAL_LOAD_RUNS=400 CI=true go test -run TestLoadConcurrentRuns -v ./server/
 //	(CORRAL_LOAD_SQLITE_SYNC=full: the SQLite store with synchronous full;
-//	CORRAL_LOAD_PG_MAXCONNS=N: the PostgreSQL pool's size)
+//	CORRAL_LOAD_PG_MAXCONNS=N: the PostgreSQL pool's size;
+//	CORRAL_LOAD_MAX_LOCAL_STARTS=N: run.Options.MaxLocalStarts, -1 unbounded)
 
 import (
 	"bufio"
@@ -144,7 +145,8 @@ func loadRuns(t *testing.T, storeName string, sq store.Store, warnings *counting
 	logger := slog.New(warnings)
 	st := &timedStore{Store: sq}
 	var execs, spawns atomic.Int64
-	e := newEnv(t, envOptions{Store: st, RunOpts: run.Options{Logger: logger},
+	maxStarts, _ := strconv.Atoi(os.Getenv("CORRAL_LOAD_MAX_LOCAL_STARTS")) // 0: the default
+	e := newEnv(t, envOptions{Store: st, RunOpts: run.Options{Logger: logger, MaxLocalStarts: maxStarts},
 		Decorate: func(h sandbox.Handle) sandbox.Handle {
 			return &countingHandle{Handle: h, execs: &execs, spawns: &spawns}
 		}})

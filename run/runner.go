@@ -134,7 +134,10 @@ type Options struct {
 	// waited seconds for a scheduler slot; bounded at 4, under 0.25 s, at
 	// the same runs/s). Default 2 × GOMAXPROCS; negative means unbounded.
 	// Other providers' starts wait on the network, not this CPU, and are
-	// not bounded.
+	// not bounded. A local definition whose setup steps run long holds its
+	// turn that long (bounding the spawn alone was measured and does not
+	// help: the ensure and prepare are most of the burst): raise the bound,
+	// or make it negative, for such definitions.
 	MaxLocalStarts int
 }
 

@@ -123,6 +123,12 @@ func (r *Runner) Follow(ctx context.Context, runID string, after int64, fn func(
 		if d != nil {
 			wake, _ = d.changed()
 		}
+		// Closing happens after the last append: a log seen closed before
+		// the read has nothing after what the read returns.
+		closed, err := r.store.LogClosed(ctx, runID)
+		if err != nil {
+			return err
+		}
 		evs, err := r.store.ReadEvents(ctx, runID, after, 1000)
 		if err != nil {
 			return err
@@ -136,22 +142,7 @@ func (r *Runner) Follow(ctx context.Context, runID string, after int64, fn func(
 		if len(evs) == 1000 {
 			continue
 		}
-		closed, err := r.store.LogClosed(ctx, runID)
-		if err != nil {
-			return err
-		}
 		if closed {
-			// Closing happens after the last append: one more read
-			// catches anything appended between the two reads.
-			rest, err := r.store.ReadEvents(ctx, runID, after, 0)
-			if err != nil {
-				return err
-			}
-			for _, e := range rest {
-				if err := fn(e); err != nil {
-					return err
-				}
-			}
 			return nil
 		}
 		if d != nil {

@@ -144,6 +144,11 @@ func (d *driver) markStarted() { d.startMu.Do(func() { close(d.started) }) }
 
 // startAgent ensures the sandbox and starts the journaled agent.
 func (d *driver) startAgent() error {
+	release, err := d.admitStart()
+	if err != nil {
+		return err
+	}
+	defer release()
 	m := *d.r.ensure
 	if d.r.opts.OnStep != nil {
 		m.OnStep = func(ev bootstrap.StepEvent) { d.r.opts.OnStep(d.run.ID, ev) }

@@ -44,3 +44,10 @@ func splitLine(l journal.Line, n int, fn func(journal.Line) error) error {
 // n bytes in pieces of n (0: whole lines), as a reader with that MaxLine
 // would, and returns the previous setting.
 func SetPieceSize(n int) int { return int(pieceSize.Swap(int64(n))) }
+
+// MostLocalStarts is the most local starts that were under way at once.
+func (r *Runner) MostLocalStarts() int {
+	r.starting.mu.Lock()
+	defer r.starting.mu.Unlock()
+	return r.starting.max
+}

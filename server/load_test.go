@@ -10,7 +10,9 @@ package server_test
 // scheduler's timer lateness, so that a failure explains itself.
 //
 //	CORRAL_LOAD_RUNS=400 CI=true go test -run TestLoadConcurrentRuns -v ./server/
-//	(CORRAL_LOAD_SQLITE_SYNC=full: the SQLite store with synchronous full)
+//	(CORRAL_LOAD_SQLITE_SYNC=full: the SQLite store with synchronous full;
+//	CORRAL_LOAD_PG_MAXCONNS=N: the PostgreSQL pool's size;
+//	CORRAL_LOAD_MAX_LOCAL_STARTS=N: run.Options.MaxLocalStarts, -1 unbounded)
 
 import (
 	"bufio"
@@ -32,7 +34,6 @@ import (
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
-	"github.com/d10ffeed/corral/store/pgstore/pgtest"
 	"github.com/d10ffeed/corral/store/sqlitestore"
 )
 
@@ -127,20 +128,25 @@ func TestLoadConcurrentRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = sq.Close() })
-		loadRuns(t, "SQLite", sq, warnings, runs)
+		loadRuns(t, "SQLite", sq, warnings, runs, nil)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		loadRuns(t, "PostgreSQL", pgtest.Open(t), &countingHandler{}, runs)
+		pg, probe := openLoadPG(t)
+		loadRuns(t, "PostgreSQL", pg, &countingHandler{}, runs, probe.start)
 	})
 }
 
-func loadRuns(t *testing.T, storeName string, sq store.Store, warnings *countingHandler, runs int) {
+// loadRuns runs the round; probe, when set, is started with the round and
+// its report logged after it.
+func loadRuns(t *testing.T, storeName string, sq store.Store, warnings *countingHandler, runs int,
+	probe func(t *testing.T, runs int) (stop func() string)) {
 	const memLimit = 2 << 30
 	ctx := testCtx(t, 4*time.Minute)
 	logger := slog.New(warnings)
 	st := &timedStore{Store: sq}
 	var execs, spawns atomic.Int64
-	e := newEnv(t, envOptions{Store: st, RunOpts: run.Options{Logger: logger},
+	maxStarts, _ := strconv.Atoi(os.Getenv("CORRAL_LOAD_MAX_LOCAL_STARTS")) // 0: the default
+	e := newEnv(t, envOptions{Store: st, RunOpts: run.Options{Logger: logger, MaxLocalStarts: maxStarts},
 		Decorate: func(h sandbox.Handle) sandbox.Handle {
 			return &countingHandle{Handle: h, execs: &execs, spawns: &spawns}
 		}})
@@ -187,12 +193,17 @@ func loadRuns(t *testing.T, storeName string, sq store.Store, warnings *counting
 			})
 		}()
 	}
+	stopProbe := func() string { return "" }
+	if probe != nil {
+		stopProbe = probe(t, runs)
+	}
 	stopLateness := lateness()
 	began := time.Now()
 	close(ready)
 	wg.Wait()
 	elapsed := time.Since(began)
 	late := stopLateness()
+	probed := stopProbe()
 	selfAfter, childAfter := cpuTime()
 
 	failed := 0
@@ -256,6 +267,9 @@ func loadRuns(t *testing.T, storeName string, sq store.Store, warnings *counting
 				w.Busy.Round(time.Millisecond), 100*w.Busy.Seconds()/elapsed.Seconds(),
 				float64(w.Busy.Microseconds())/1000/float64(w.Batches), float64(w.Commit.Microseconds())/1000/float64(w.Batches))
 		}
+	}
+	if probed != "" {
+		t.Logf("%s", probed)
 	}
 	t.Logf("goals (logged, not asserted): >= 150 runs/s at 400 concurrent runs: %.1f at %d; store p99 <= 50ms: %v", rate, runs, p99.Round(10*time.Microsecond))
 	if failed > 0 {

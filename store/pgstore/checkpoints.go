@@ -47,9 +47,14 @@ const threadLockClass = 0x636b7274 // "ckrt"
 // does not see an uncommitted insert, and there may be no row to lock
 // yet). Threads whose keys collide only wait for each other.
 func lockThreadRuns(ctx context.Context, tx pgx.Tx, tenant, thread string) error {
-	key := fmt.Sprintf("%d:%s/%s", len(tenant), tenant, thread)
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(threadLockClass), key)
+	query, a := threadRunsLockSQL(tenant, thread)
+	_, err := tx.Exec(ctx, query, a...)
 	return err
+}
+
+// threadRunsLockSQL is the statement of lockThreadRuns and its arguments.
+func threadRunsLockSQL(tenant, thread string) (string, []any) {
+	return `SELECT pg_advisory_xact_lock($1, hashtext($2))`, []any{int32(threadLockClass), fmt.Sprintf("%d:%s/%s", len(tenant), tenant, thread)}
 }
 
 // leaseNow is the lease clock's time, read inside tx.

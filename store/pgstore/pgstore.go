@@ -65,6 +65,11 @@ type Options struct {
 	// database's clock for leases (as for the Locker) and this machine's
 	// for the stamps.
 	Now func() time.Time
+	// Tracer, when set, sees every statement the store sends (pgx's
+	// QueryTracer: BEGIN and COMMIT included; a pgx.BatchTracer sees
+	// batches, a pgxpool.AcquireTracer the waits for a connection), e.g. to
+	// count round trips.
+	Tracer pgx.QueryTracer
 }
 
 // DefaultMaxConns is the pool's cap when neither Options.MaxConns nor the
@@ -110,6 +115,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, sandbox.Errorf(sandbox.InvalidArgument, op, target, "invalid schema name %q", opts.Schema)
 		}
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
+	}
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
 	}
 	log := opts.Logger
 	if log == nil {
@@ -435,35 +443,6 @@ func (s *Store) ListInstances(ctx context.Context, f store.InstanceFilter) ([]st
 
 // --- runs --------------------------------------------------------------------
 
-// CreateRun implements store.RunStore.
-func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
-	const op = storeutil.OpCreateRun
-	r, err := storeutil.NormalizeRun(r, storeutil.Now())
-	if err != nil {
-		return err
-	}
-	if err := s.check(op, r.ID); err != nil {
-		return err
-	}
-	return s.inTx(ctx, op, r.ID, func(tx pgx.Tx) error { return createRun(ctx, tx, r) }) // a duplicate id is AlreadyExists
-}
-
-// createRun inserts r in tx under its thread's lock (lockThreadRuns), so a
-// fork into the thread that checked it had no runs is not racing it.
-func createRun(ctx context.Context, tx pgx.Tx, r store.Run) error {
-	if err := lockThreadRuns(ctx, tx, r.Tenant, r.ThreadID); err != nil {
-		return err
-	}
-	var a args
-	vals := storeutil.RunValues(r)
-	ph := make([]string, len(vals))
-	for i, v := range vals {
-		ph[i] = a.add(v)
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO corral_runs (`+storeutil.RunColumns+`) VALUES (`+strings.Join(ph, ", ")+`)`, a...)
-	return err
-}
-
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
@@ -499,62 +478,6 @@ func (s *Store) inTx(ctx context.Context, op, id string, fn func(tx pgx.Tx) erro
 		return err
 	}
 	return s.wrap(ctx, op, id, pgx.BeginFunc(ctx, s.pool, fn))
-}
-
-// UpdateRun implements store.RunStore. Each patch field's presence, not its
-// value, decides whether its column is in the SET clause; a cleared field
-// is written as NULL.
-func (s *Store) UpdateRun(ctx context.Context, id string, p store.RunPatch) (store.Run, error) {
-	const op = storeutil.OpUpdateRun
-	assigns, err := storeutil.PatchAssignments(id, p)
-	if err != nil {
-		return store.Run{}, err
-	}
-	var out store.Run
-	err = s.inTx(ctx, op, id, func(tx pgx.Tx) error {
-		cur, ok, err := getRun(ctx, tx, id, true)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return storeutil.RunNotFound(op, id)
-		}
-		if err := storeutil.CheckPatchFences(id, cur.Status, cur.DriverEpoch, p); err != nil {
-			return err
-		}
-		var a args
-		sets := []string{"updated_at = " + a.add(storeutil.MS(storeutil.Now()))}
-		for _, as := range assigns {
-			sets = append(sets, as.Col+" = "+a.add(as.Val))
-		}
-		query := `UPDATE corral_runs SET ` + strings.Join(sets, ", ") + ` WHERE id = ` + a.add(id) + ` RETURNING ` + storeutil.RunColumns
-		out, err = storeutil.ScanRun(tx.QueryRow(ctx, query, a...).Scan)
-		return err
-	})
-	return out, err
-}
-
-// ClaimRun implements store.RunStore.
-func (s *Store) ClaimRun(ctx context.Context, id string, expectEpoch int64) (store.Run, error) {
-	const op = storeutil.OpClaimRun
-	var out store.Run
-	err := s.inTx(ctx, op, id, func(tx pgx.Tx) error {
-		cur, ok, err := getRun(ctx, tx, id, true)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return storeutil.RunNotFound(op, id)
-		}
-		if err := storeutil.CheckClaim(id, cur.Status, cur.DriverEpoch, expectEpoch); err != nil {
-			return err
-		}
-		out, err = storeutil.ScanRun(tx.QueryRow(ctx,
-			`UPDATE corral_runs SET driver_epoch = driver_epoch + 1, updated_at = $1 WHERE id = $2 RETURNING `+storeutil.RunColumns,
-			storeutil.MS(storeutil.Now()), id).Scan)
-		return err
-	})
-	return out, err
 }
 
 func (s *Store) queryRuns(ctx context.Context, op, query string, a args) ([]store.Run, error) {
@@ -664,86 +587,6 @@ func logState(ctx context.Context, q querier, op, runID string, forUpdate bool) 
 	return epoch, lastSeq, closedAt != nil, err
 }
 
-// AppendEvents implements store.EventLog: the run row is locked, the fences
-// checked and the events inserted in one transaction, so a claim or another
-// append cannot slip in between.
-func (s *Store) AppendEvents(ctx context.Context, runID string, epoch, firstSeq int64, events []store.NewEvent) error {
-	const op = storeutil.OpAppend
-	if err := storeutil.ValidateEvents(runID, firstSeq, events); err != nil {
-		return err
-	}
-	return s.inTx(ctx, op, runID, func(tx pgx.Tx) error {
-		stored, last, closed, err := logState(ctx, tx, op, runID, true)
-		if err != nil {
-			return err
-		}
-		if err := storeutil.CheckAppend(runID, epoch, stored, closed, last, firstSeq); err != nil {
-			return err
-		}
-		if len(events) == 0 {
-			return nil
-		}
-		now := storeutil.Now()
-		seqs := make([]int64, len(events))
-		types := make([]string, len(events))
-		datas := make([][]byte, len(events))
-		times := make([]int64, len(events))
-		for i, e := range events {
-			seqs[i] = firstSeq + int64(i)
-			types[i] = e.Type
-			if len(e.Data) > 0 {
-				datas[i] = e.Data
-			}
-			times[i] = storeutil.MS(storeutil.EventTime(e.Time, now))
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO corral_run_events (run_id, seq, type, data, time)
-			SELECT $1, e.seq, e.type, e.data, e.time
-			FROM unnest($2::bigint[], $3::text[], $4::bytea[], $5::bigint[]) AS e(seq, type, data, time)`,
-			runID, seqs, types, datas, times); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE corral_runs SET last_seq = $1, log_bytes = log_bytes + $2 WHERE id = $3`,
-			firstSeq+int64(len(events))-1, storeutil.DataBytes(events), runID)
-		return err
-	})
-}
-
-// ReadEvents implements store.EventLog.
-func (s *Store) ReadEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]store.Event, error) {
-	const op = storeutil.OpRead
-	if err := storeutil.ValidateLimit(op, limit); err != nil {
-		return nil, err
-	}
-	if err := s.check(op, runID); err != nil {
-		return nil, err
-	}
-	if _, _, _, err := logState(ctx, s.pool, op, runID, false); err != nil {
-		return nil, s.wrap(ctx, op, runID, err)
-	}
-	var a args
-	query := `SELECT seq, type, data, time FROM corral_run_events WHERE run_id = ` + a.add(runID) +
-		` AND seq > ` + a.add(afterSeq) + ` ORDER BY seq`
-	if limit > 0 {
-		query += ` LIMIT ` + a.add(limit)
-	}
-	rows, err := s.pool.Query(ctx, query, a...)
-	if err != nil {
-		return nil, s.wrap(ctx, op, runID, err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Event, error) {
-		e := store.Event{RunID: runID}
-		var data []byte
-		var ms int64
-		if err := row.Scan(&e.Seq, &e.Type, &data, &ms); err != nil {
-			return e, err
-		}
-		e.Data = storeutil.CopyData(data)
-		e.Time = storeutil.FromMS(ms)
-		return e, nil
-	})
-	return out, s.wrap(ctx, op, runID, err)
-}
-
 // LastSeq implements store.EventLog.
 func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
 	const op = storeutil.OpLastSeq
@@ -766,22 +609,6 @@ func (s *Store) LogSize(ctx context.Context, runID string) (int64, error) {
 		return 0, storeutil.RunNotFound(op, runID)
 	}
 	return n, s.wrap(ctx, op, runID, err)
-}
-
-// CloseLog implements store.EventLog.
-func (s *Store) CloseLog(ctx context.Context, runID string, epoch int64) error {
-	const op = storeutil.OpCloseLog
-	return s.inTx(ctx, op, runID, func(tx pgx.Tx) error {
-		stored, _, closed, err := logState(ctx, tx, op, runID, true)
-		if err != nil {
-			return err
-		}
-		if done, err := storeutil.CheckClose(runID, epoch, stored, closed); done || err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE corral_runs SET log_closed_at = $1 WHERE id = $2`, storeutil.MS(storeutil.Now()), runID)
-		return err
-	})
 }
 
 // LogClosed implements store.EventLog.

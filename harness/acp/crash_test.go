@@ -43,7 +43,9 @@ func crashChild() int {
 	if err != nil {
 		return fail(err)
 	}
-	h := acp.New(acp.Options{})
+	// Nobody takes the session over: the relay keeps the agent for the
+	// reattach wait, then gives up.
+	h := acp.New(acp.Options{ReattachWait: 500 * time.Millisecond})
 	inv, err := h.Prepare(ctx, hd, harness.Request{Run: harness.Run{RunID: "run-crash", ThreadID: "t"}, Prompt: "p",
 		Args: []string{bin, "-hang"}, RunDir: paths.Files, WorkspaceRoot: hd.WorkspaceRoot()})
 	if err != nil {

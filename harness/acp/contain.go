@@ -138,11 +138,12 @@ done`
 // inScript writes the client's requests and answers to the agent's stdin.
 const inScript = `exec cat >"$1"`
 
-// evScript writes the client's records to the relay. It opens the FIFO
-// for reading and writing, so that it never blocks: a relay that gave up
-// before a taking-over client opened it reads nothing, and the journal
-// has ended anyway.
-const evScript = `exec 3<>"$1" && exec cat >&3`
+// evScript writes the client's records to the relay. Opening the FIFO
+// waits for the relay to read it: a client that takes a session over
+// starts it only once it claimed the session, after which the relay opens
+// the FIFO (a write-only open that did not wait could close before the
+// relay opened it, and what it wrote would be lost with the pipe).
+const evScript = `exec cat >"$1"`
 
 // reattachScript claims an orphaned session for a client that takes it
 // over ($1 the run's private directory): it exits 0 when this client

@@ -268,6 +268,11 @@ func (s *session) goOn(st *resumeState) *record {
 		s.stopped = m.Result.StopReason
 		return nil
 	case <-s.conn.Done():
+		if s.off.Load() == st.off {
+			// The agent died before this client read a word from it:
+			// while no client held the session, as the relay would say.
+			return &record{Kind: recError, Code: CodeSessionLost, Message: "the ACP agent exited while no corral process held its session; the session is lost"}
+		}
 		return s.failure("session/prompt", fmt.Errorf("the agent's output ended"))
 	case <-s.ctx.Done():
 		return s.failure("session/prompt", s.ctx.Err())

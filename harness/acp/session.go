@@ -62,6 +62,7 @@ type session struct {
 	cancelling chan struct{} // closed when the client sent session/cancel
 	cancelOnce sync.Once
 	done       chan struct{}
+	abandoned  atomic.Bool // the client vanished without a word (tests: a host that dies)
 }
 
 var _ acpsdk.Client = (*session)(nil)
@@ -108,12 +109,16 @@ func (s *session) spawn(off int64) error {
 // the agent gets it, so that a client that takes the session over knows
 // the prompt's answer when it sees it.
 type agentInput struct {
-	mu sync.Mutex
-	w  io.Writer
-	s  *session
+	mu   sync.Mutex
+	w    io.Writer
+	s    *session
+	dead atomic.Bool // tests: the process died, nothing more reaches the agent
 }
 
 func (a *agentInput) Write(b []byte) (int, error) {
+	if a.dead.Load() {
+		return 0, io.ErrClosedPipe
+	}
 	if bytes.Contains(b, []byte(`"`+acpsdk.AgentMethodSessionPrompt+`"`)) {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
@@ -363,6 +368,10 @@ func errText(err error) string {
 // terminals die, the journal gets its last records and the relay its exit
 // code, and the journal FIFO closes, which ends the relay.
 func (s *session) teardown(failed *record) {
+	if s.abandoned.Load() {
+		s.cancel()
+		return
+	}
 	defer s.cancel()
 	defer s.killHelpers()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -63,7 +63,7 @@ type record struct {
 	NeedsApproval bool            `json:"needsApproval,omitempty"`
 	Waiting       string          `json:"waiting,omitempty"` // permission: it waits this long for a live answer
 
-	Until         string          `json:"until,omitempty"`   // permission: when the wait ends (RFC 3339, UTC)
+	Until string `json:"until,omitempty"` // permission: when the wait ends (RFC 3339, UTC)
 
 	// answer: Decision and ApprovalID, and how it was settled
 	By string `json:"by,omitempty"`

@@ -96,10 +96,12 @@ func (s *session) spawn(off int64) error {
 	s.jw = &journalWriter{w: s.ev.Stdin(), secrets: s.req.Secrets}
 	s.off.Store(off)
 	pr, pw := io.Pipe()
-	go s.tee(s.out.Stdout(), pw)
 	s.input = &agentInput{w: s.in.Stdin(), s: s}
 	s.conn = acpsdk.NewClientSideConnection(s, s.input, pr)
 	s.conn.SetLogger(s.log)
+	// Only now: the connection reads its logger when its input ends,
+	// which must not race SetLogger.
+	go s.tee(s.out.Stdout(), pw)
 	return nil
 }
 

@@ -135,6 +135,7 @@ func (d *driver) body() error {
 			return d.fail(sandbox.Errorf(sandbox.NotFound, "run.attach", d.run.ID, "the run's sandbox is gone"), "sandbox-gone")
 		}
 		d.handle = res.Handle
+		d.reattach()
 	}
 	d.markStarted()
 	return d.follow()
@@ -228,6 +229,30 @@ func (d *driver) startAgent() error {
 	// then knows the wrapper's end without looking for it.
 	d.exited, err = journal.StartWatch(d.ctx, d.handle, journal.Spec{Paths: paths, Nonce: d.run.JournalNonce, Agent: inv.Command, Stdin: inv.Stdin, Diff: true, KeepBackground: d.def.Lifecycle.KeepBackground})
 	return err
+}
+
+// reattach lets a harness whose client lives in the driving process
+// (harness.Reattacher) take the run's agent over from a process that died.
+func (d *driver) reattach() {
+	ra, ok := d.h.(harness.Reattacher)
+	if !ok {
+		return
+	}
+	paths, err := journal.PathsFor(d.r.opts.JournalDir, d.run.ID)
+	if err != nil {
+		return
+	}
+	var scripts map[string]string
+	if ws := d.def.Workspace; ws != nil {
+		scripts = ws.Scripts
+	}
+	if err := ra.Reattach(d.ctx, d.handle, harness.Request{
+		Run:       harness.Run{RunID: d.run.ID, ThreadID: d.run.ThreadID},
+		AnswerKey: answerKey(d.run), Secrets: d.scrubSecrets(), Policy: d.def.Policy, Scripts: scripts,
+		WorkspaceRoot: d.handle.WorkspaceRoot(), RunDir: paths.Files, Journal: paths.Journal,
+	}); err != nil {
+		d.r.log.Warn("run: the harness could not take the run's agent over", "run", d.run.ID, "err", err)
+	}
 }
 
 var errCancelledBeforeStart = errors.New("run: cancelled before the agent started")

@@ -30,6 +30,11 @@ const (
 	// before it is decided by the policy's default; default
 	// Options.ApprovalWait.
 	OptionApprovalWait = "approvalWait"
+	// OptionReattachWait (a Go duration; "0" turns it off) is how long
+	// the relay keeps the agent of a session whose client went away (the
+	// corral process that drove it died) for a client that takes the run
+	// over (Harness.Reattach); default Options.ReattachWait.
+	OptionReattachWait = "reattachWait"
 )
 
 // Options tune a Harness. Every field has a default.
@@ -57,6 +62,15 @@ type Options struct {
 	// AnswerPoll is how often a waiting request reads the run's answers
 	// file. Default 250ms.
 	AnswerPoll time.Duration
+	// ReattachWait is how long the relay keeps an agent whose client went
+	// away, for another corral process that takes the run over to go on
+	// with the same turn (Harness.Reattach). Default 2m; negative: not at
+	// all (the run then ends at once with acp-session-lost).
+	ReattachWait time.Duration
+	// ClaimWait bounds how long Reattach waits for the relay to notice
+	// that the previous client went away before it gives up (the client
+	// may still live in another process). Default 30s.
+	ClaimWait time.Duration
 }
 
 // Harness runs any Agent Client Protocol agent: Request.Args is the
@@ -94,6 +108,15 @@ func New(opts Options) *Harness {
 	if opts.AnswerPoll <= 0 {
 		opts.AnswerPoll = 250 * time.Millisecond
 	}
+	switch {
+	case opts.ReattachWait == 0:
+		opts.ReattachWait = 2 * time.Minute
+	case opts.ReattachWait < 0:
+		opts.ReattachWait = 0
+	}
+	if opts.ClaimWait <= 0 {
+		opts.ClaimWait = 30 * time.Second
+	}
 	base, stop := context.WithCancel(context.Background())
 	return &Harness{opts: opts, base: base, stop: stop, sessions: map[string]*session{}}
 }
@@ -105,7 +128,7 @@ func (*Harness) Name() string { return Name }
 func (*Harness) Translator(run harness.Run) harness.Translator { return newTranslator(run) }
 
 // fifoScript makes the relay's FIFOs in a fresh directory ($1).
-const fifoScript = `umask 077 && mkdir -p "$1" && cd "$1" && rm -f in out ev rc && mkfifo in out ev`
+const fifoScript = `umask 077 && mkdir -p "$1" && cd "$1" && rm -f in out ev rc ` + outLog + ` hold.pid agent.exit relay.pid && mkfifo in ev`
 
 // Prepare starts the ACP client for a run and returns the relay to
 // journal. The client runs in this process until the turn ends; see the
@@ -148,10 +171,22 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 		}
 		approvalWait = d
 	}
+	reattachWait := h.opts.ReattachWait
+	if s := req.Options[OptionReattachWait]; s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, OptionReattachWait, "%q is not a duration of zero or more", s)
+		}
+		reattachWait = d
+	}
+	orphanTenths := "0"
+	if reattachWait > 0 {
+		orphanTenths = tenths(reattachWait)
+	}
 	if req.WorkspaceRoot == "" {
 		req.WorkspaceRoot = hd.WorkspaceRoot()
 	}
-	cmd := sandbox.Command{Args: append([]string{"sh", "-c", relayScript, "corral-acp", req.RunDir, tenths(h.opts.KillGrace)}, req.Args...), Env: req.Env}
+	cmd := sandbox.Command{Args: append([]string{"sh", "-c", relayScript, "corral-acp", req.RunDir, tenths(h.opts.KillGrace), orphanTenths}, req.Args...), Env: req.Env}
 	if err := cmd.Validate(); err != nil {
 		return harness.Invocation{}, err
 	}
@@ -172,24 +207,30 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 	h.mu.Unlock()
 	s := &session{h: h, hd: hd, req: req, ctx: sctx, cancel: cancel, decisions: req.Approvals, mcp: servers,
 		startTimeout: startTimeout, approvalWait: approvalWait, log: h.opts.Logger.With("run", req.RunID)}
-	if err := s.spawn(); err != nil {
+	if err := s.spawn(0); err != nil {
 		cancel()
 		return harness.Invocation{}, err
 	}
+	_ = s.jw.write(record{Kind: recClient, Waiting: approvalWait.String(), Approvals: req.Approvals})
+	h.start(s, s.run)
+	return harness.Invocation{Command: cmd}, nil
+}
+
+// start registers a session and runs it in the background.
+func (h *Harness) start(s *session, run func()) {
 	h.mu.Lock()
-	h.sessions[req.RunID] = s
+	h.sessions[s.req.RunID] = s
 	h.wg.Add(1)
 	h.mu.Unlock()
 	go func() {
 		defer h.wg.Done()
-		s.run()
+		run()
 		h.mu.Lock()
-		if h.sessions[req.RunID] == s {
-			delete(h.sessions, req.RunID)
+		if h.sessions[s.req.RunID] == s {
+			delete(h.sessions, s.req.RunID)
 		}
 		h.mu.Unlock()
 	}()
-	return harness.Invocation{Command: cmd}, nil
 }
 
 // Close ends every session this process drives (each run records that its

@@ -67,29 +67,43 @@ func (s *session) RequestPermission(ctx context.Context, p acpsdk.RequestPermiss
 		allow = res.Decision == sandbox.Allow
 		rec.Gate, rec.Target, rec.Decision, rec.ApprovalID, rec.NeedsApproval = string(g.kind), g.target, decision(res), res.ID, res.NeedsApproval
 	}
-	if res.NeedsApproval && s.approvalWait > 0 {
+	wait := res.NeedsApproval && s.approvalWait > 0
+	if wait {
 		rec.Decision, rec.Waiting = "", s.approvalWait.String()
+		rec.Until = time.Now().Add(s.approvalWait).UTC().Format(time.RFC3339Nano)
 	}
 	_ = s.jw.write(rec)
-	if res.NeedsApproval && s.approvalWait > 0 {
-		var by string
-		allow, by = s.awaitAnswer(ctx, res.ID)
-		if by == answeredCancelled {
-			_ = s.jw.write(record{Kind: recAnswer, ApprovalID: res.ID, Decision: "deny", By: by})
-			return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Cancelled: &acpsdk.RequestPermissionOutcomeCancelled{}}}, nil
-		}
-		s.decide(res.ID, allow)
-		d := "deny"
-		if allow {
-			d = "allow"
-		}
-		_ = s.jw.write(record{Kind: recAnswer, ApprovalID: res.ID, Decision: d, By: by})
+	if wait {
+		return s.settle(ctx, p.Options, res.ID, s.approvalWait), nil
 	}
-	opt, ok := chooseOption(p.Options, allow)
-	if !ok {
-		return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Cancelled: &acpsdk.RequestPermissionOutcomeCancelled{}}}, nil
+	return permissionResponse(p.Options, allow, false), nil
+}
+
+// settle waits up to wait for a live answer to approval id (awaitAnswer),
+// journals how it was settled, and returns the answer for the agent.
+func (s *session) settle(ctx context.Context, options []acpsdk.PermissionOption, id string, wait time.Duration) acpsdk.RequestPermissionResponse {
+	allow, by := s.awaitAnswer(ctx, id, wait)
+	if by == answeredCancelled {
+		_ = s.jw.write(record{Kind: recAnswer, ApprovalID: id, Decision: "deny", By: by})
+		return permissionResponse(options, false, true)
 	}
-	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Selected: &acpsdk.RequestPermissionOutcomeSelected{OptionId: opt}}}, nil
+	s.decide(id, allow)
+	d := "deny"
+	if allow {
+		d = "allow"
+	}
+	_ = s.jw.write(record{Kind: recAnswer, ApprovalID: id, Decision: d, By: by})
+	return permissionResponse(options, allow, false)
+}
+
+// permissionResponse picks the agent's option for an answer; cancelled
+// (or no fitting option) answers the request cancelled.
+func permissionResponse(options []acpsdk.PermissionOption, allow, cancelled bool) acpsdk.RequestPermissionResponse {
+	opt, ok := chooseOption(options, allow)
+	if cancelled || !ok {
+		return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Cancelled: &acpsdk.RequestPermissionOutcomeCancelled{}}}
+	}
+	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.RequestPermissionOutcome{Selected: &acpsdk.RequestPermissionOutcomeSelected{OptionId: opt}}}
 }
 
 // How a waiting approval request was settled (record.By).
@@ -100,11 +114,11 @@ const (
 )
 
 // awaitAnswer waits for an answer to approval id in the run's answers
-// file, polled every Options.AnswerPoll, until approvalWait passes (then
+// file, polled every Options.AnswerPoll, until wait passes (then
 // the policy's default decides: allow or deny as it says, deny when it
 // asks) or the turn is cancelled.
-func (s *session) awaitAnswer(ctx context.Context, id string) (allow bool, by string) {
-	deadline := time.NewTimer(s.approvalWait)
+func (s *session) awaitAnswer(ctx context.Context, id string, wait time.Duration) (allow bool, by string) {
+	deadline := time.NewTimer(max(wait, 0))
 	defer deadline.Stop()
 	poll := time.NewTicker(s.h.opts.AnswerPoll)
 	defer poll.Stop()

@@ -59,28 +59,110 @@ const leaderScript = `d=$1; shift
 IFS= read -r s </proc/$$/stat 2>/dev/null && r=${s##*) } && r=${r#* } && r=${r#* } && [ "${r%% *}" = "$$" ] && echo "$$" >"$d/agent.pgid"
 exec "$@"`
 
-// relayScript is the journaled command. It starts the agent with its stdin
-// and stdout on two FIFOs the client holds, in a session and process group
-// of its own (setsid, where the sandbox has it) and marked with MarkerEnv,
-// and copies what the client writes to a third FIFO to its own stdout,
-// which is the journal. When the client closes that FIFO the agent is
-// stopped (cr_stop: its whole group and every marked process, SIGTERM then
-// SIGKILL) and the relay exits with the code the client left in rc;
-// without one, the client went away. A SIGTERM (a cancel's kill) stops the
-// agent the same way before the relay exits. $1 is the FIFO directory, $2
-// the SIGTERM grace in tenths of a second; the agent's argv follows.
-const relayScript = `d=$1 cr_t=$2; shift 2
+// relayScript is the journaled command. It starts the agent, in a
+// session and process group of its own (setsid, where the sandbox has it)
+// and marked with MarkerEnv, with its stdin on the FIFO $d/in and its
+// stdout appended to the log $d/out.log (outLog), and copies what the
+// client writes to the FIFO $d/ev to its own stdout, which is the journal.
+// A holder process keeps $d/in open for writing, so the agent does not
+// see the end of its input when a client goes away; the client that ends
+// the session kills the holder ($d/hold.pid) to close it. A subshell waits
+// for the agent and writes its exit status to $d/agent.exit.
+//
+// When the client closes $d/ev the relay looks for its exit code in
+// $d/rc. With one, the agent is stopped (cr_stop: its whole group and
+// every marked process, SIGTERM then SIGKILL) and the relay exits with
+// it. Without one, the client went away: the relay creates $d/orphan and
+// keeps the agent for up to $3 tenths of a second, until the agent exits
+// or a client that takes the session over claims it (renames $d/orphan to
+// $d/attach, reattachScript) and opens $d/ev again. Whoever renames
+// $d/orphan first wins: the relay gives up by renaming it to
+// $d/orphan.gone, then stops the agent and exits 75 with a line on its
+// stderr. A SIGTERM (a cancel's kill) stops the agent the same way before
+// the relay exits. $1 is the run's private directory, $2 the SIGTERM
+// grace in tenths of a second, $3 the orphan wait in tenths; the agent's
+// argv follows.
+const relayScript = `d=$1 cr_t=$2 cr_w=$3; shift 3
 ` + stopFuncs + `if command -v setsid >/dev/null 2>&1; then cr_ss=setsid; else cr_ss=; fi
-` + MarkerEnv + `=$d $cr_ss sh -c '` + leaderScript + `' corral-acp-agent "$d" "$@" <"$d/in" >"$d/out" &
+rm -f "$d/orphan" "$d/orphan.gone" "$d/attach" "$d/agent.exit"
+echo "$$" >"$d/relay.pid"
+: >>"$d/` + outLog + `"
+sleep 2147483647 3<>"$d/in" >/dev/null 2>&1 &
+cr_h=$!
+echo "$cr_h" >"$d/hold.pid"
+( ` + MarkerEnv + `=$d $cr_ss sh -c '` + leaderScript + `' corral-acp-agent "$d" "$@" <"$d/in" >>"$d/` + outLog + `"
+  echo "$?" >"$d/agent.exit" ) &
 a=$!
-trap 'cr_stop "$cr_t" group; exit 143' TERM
-cat "$d/ev"
+trap 'kill "$cr_h" 2>/dev/null; cr_stop "$cr_t" group; exit 143' TERM
+while :; do
+  cat "$d/ev"
+  [ -s "$d/rc" ] && break
+  : >"$d/orphan"
+  cr_i=0
+  while [ -e "$d/orphan" ] && [ "$cr_i" -lt "$cr_w" ] && [ ! -e "$d/agent.exit" ]; do sleep 0.1; cr_i=$((cr_i+1)); done
+  mv "$d/orphan" "$d/orphan.gone" 2>/dev/null
+  [ -e "$d/attach" ] || break
+  rm -f "$d/attach"
+done
+kill "$cr_h" 2>/dev/null
 cr_stop "$cr_t" group
 wait "$a"
 if [ -s "$d/rc" ]; then IFS= read -r rc <"$d/rc"; exit "$rc"; fi
 echo "corral: the ACP client (the corral process that drove this session) went away; the session is lost" >&2
 exit 75
 `
+
+// outLog is the file in the run's private directory that the agent's
+// stdout is appended to; clients read it from an offset (outScript).
+const outLog = "out.log"
+
+// outScript follows the agent's output log from byte offset $2 ($1 the
+// run's private directory) until the agent has exited (or the relay,
+// killed, is gone) and everything it wrote was passed on. It polls (every
+// 10ms while the agent writes, up to every 100ms when it is quiet): no
+// tail -f waits for a process portably.
+const outScript = `d=$1 off=$2 f=$1/` + outLog + ` cr_i=0 cr_r=
+while :; do
+  [ -z "$cr_r" ] && [ -s "$d/relay.pid" ] && IFS= read -r cr_r <"$d/relay.pid"
+  cr_x=0; { [ -e "$d/agent.exit" ] || { [ -n "$cr_r" ] && ! kill -0 "$cr_r" 2>/dev/null; }; } && cr_x=1
+  n=$(wc -c <"$f" 2>/dev/null) || n=0
+  if [ "$n" -gt "$off" ]; then
+    tail -c +"$((off+1))" "$f" | head -c "$((n-off))" || exit 1
+    off=$n cr_i=0
+  elif [ "$cr_x" = 1 ]; then exit 0
+  elif [ "$cr_i" -lt 20 ]; then sleep 0.01; cr_i=$((cr_i+1))
+  else sleep 0.1
+  fi
+done`
+
+// inScript writes the client's requests and answers to the agent's stdin.
+const inScript = `exec cat >"$1"`
+
+// evScript writes the client's records to the relay. Opening the FIFO
+// waits for the relay to read it: a client that takes a session over
+// starts it only once it claimed the session, after which the relay opens
+// the FIFO (a write-only open that did not wait could close before the
+// relay opened it, and what it wrote would be lost with the pipe).
+const evScript = `exec cat >"$1"`
+
+// reattachScript claims an orphaned session for a client that takes it
+// over ($1 the run's private directory): it exits 0 when this client
+// claimed it, 3 when the relay has given up (or the run ended), 4 when no
+// client has gone away yet (the session's client still lives, or the
+// relay has not noticed yet).
+const reattachScript = `d=$1
+mv "$d/orphan" "$d/attach" 2>/dev/null && exit 0
+{ [ -e "$d/orphan.gone" ] || [ -s "$d/rc" ] || [ ! -e "$d/hold.pid" ]; } && exit 3
+exit 4`
+
+// releaseScript lets the relay give up an orphaned session at once ($1 the
+// run's private directory): a client that finds it cannot take the
+// session over.
+const releaseScript = `mv "$1/orphan" "$1/orphan.gone" 2>/dev/null; exit 0`
+
+// closeInScript closes the agent's stdin for good ($1 the run's private
+// directory): it kills the holder process.
+const closeInScript = `[ -s "$1/hold.pid" ] && IFS= read -r p <"$1/hold.pid" && kill "$p" 2>/dev/null; exit 0`
 
 // sweepScript stops whatever still carries the run's marker ($1 the run's
 // private directory, $2 the grace in tenths of a second): the client runs

@@ -16,6 +16,7 @@ import (
 	"github.com/d10ffeed/corral/harness/acp"
 	"github.com/d10ffeed/corral/journal"
 	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/sandbox"
 )
 
 const crashChildEnv = "CORRAL_ACP_CRASH_CHILD"
@@ -43,9 +44,21 @@ func crashChild() int {
 	if err != nil {
 		return fail(err)
 	}
-	h := acp.New(acp.Options{})
-	inv, err := h.Prepare(ctx, hd, harness.Request{Run: harness.Run{RunID: "run-crash", ThreadID: "t"}, Prompt: "p",
-		Args: []string{bin, "-hang"}, RunDir: paths.Files, WorkspaceRoot: hd.WorkspaceRoot()})
+	// Nobody takes the session over: the relay keeps the agent for the
+	// reattach wait, then gives up. With CRASH_ASK the host dies while a
+	// permission request waits, and the relay keeps the agent for a
+	// minute.
+	req := harness.Request{Run: harness.Run{RunID: "run-crash", ThreadID: "t"}, Prompt: "p",
+		Args: []string{bin, "-hang"}, RunDir: paths.Files, WorkspaceRoot: hd.WorkspaceRoot()}
+	h := acp.New(acp.Options{ReattachWait: 500 * time.Millisecond})
+	mark := "Working on"
+	if os.Getenv("CRASH_ASK") != "" {
+		req = askRequest(req, bin, paths)
+		req.Options = map[string]string{acp.OptionApprovalWait: "1m"}
+		h = acp.New(acp.Options{ReattachWait: time.Minute})
+		mark = `"waiting"`
+	}
+	inv, err := h.Prepare(ctx, hd, req)
 	if err != nil {
 		return fail(err)
 	}
@@ -54,7 +67,7 @@ func crashChild() int {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if b, _ := os.ReadFile(paths.Journal); bytes.Contains(b, []byte("Working on")) {
+		if b, _ := os.ReadFile(paths.Journal); bytes.Contains(b, []byte(mark)) {
 			return 0 // gone, mid-turn
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -107,4 +120,57 @@ func TestHostDiesMidTurn(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// crashKey is the answer key of the crash tests' runs.
+var crashKey = []byte("crash-answer-key")
+
+// askRequest is a run whose agent asks before it runs echo hello, which
+// the policy asks about (its default denies).
+func askRequest(req harness.Request, bin string, paths journal.Paths) harness.Request {
+	req.Args = []string{bin}
+	req.Policy = &sandbox.Policy{Commands: sandbox.CommandRules{Ask: []string{"echo *"}}, FileWrite: sandbox.Allow, Default: sandbox.Deny}
+	req.AnswerKey = crashKey
+	req.Journal = paths.Journal
+	return req
+}
+
+// TestHostDiesWhileAsking: the process that holds an ACP session dies for
+// real (no teardown, its helper processes' pipes just close) while the
+// agent's permission request waits for a live answer. The relay keeps the
+// agent; another process takes the session over (Harness.Reattach, as
+// the runner does on a takeover), the answer comes through the answers
+// file, and the same turn ends: the command ran once, the run finished.
+func TestHostDiesWhileAsking(t *testing.T) {
+	bin := agent(t)
+	hd := newSandbox(t)
+	jdir := t.TempDir()
+	nonce := journal.NewNonce()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashChildEnv+"=1", "CRASH_ASK=1", "CRASH_SANDBOX="+hd.ID(), "CRASH_JOURNALS="+jdir, "CRASH_AGENT="+bin, "CRASH_NONCE="+nonce)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the crashing host failed before it crashed: %v\n%s", err, out)
+	}
+	paths, err := journal.PathsFor(jdir, "run-crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	h := newHarness(t)
+	req := askRequest(harness.Request{Run: harness.Run{RunID: "run-crash", ThreadID: "t"}, RunDir: paths.Files, WorkspaceRoot: hd.WorkspaceRoot()}, bin, paths)
+	if err := h.Reattach(ctx, hd, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.AppendAnswer(ctx, hd, paths.Files, crashKey, harness.Answer{ID: "acp:command:echo hello", Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	res := readJournal(t, ctx, h, hd, paths, nonce, harness.Run{RunID: "run-crash", ThreadID: "t"})
+	evs := res.events
+	checkWellFormed(t, evs)
+	tc := toolCalls(t, evs)["call-1"]
+	if e := last(evs); e.Type != event.RunFinished || res.exit != 0 || tc == nil || tc.isError || tc.result != "hello\n" ||
+		len(customs(evs, acp.EventApprovalAnswered)) != 1 || !strings.HasSuffix(text(evs, event.TextMessageContent), "Done.") {
+		t.Fatalf("exit %d, events:\n%s", res.exit, dump(evs))
+	}
+	t.Logf("host killed while asking; taken over: exit %d, %d events, the command ran once", res.exit, len(evs))
 }

@@ -12,10 +12,10 @@
 //	sandbox                                       host (this package)
 //	relay (journaled: stdout → journal)
 //	  agent  <in  FIFO  <──── cat >in  ◀──────── ACP client writes requests, answers
-//	         >out FIFO  ────> cat out  ─────────▶ ACP client reads; session/update → record
+//	         >>out.log  ────> outScript (from an offset) ──▶ ACP client reads; session/update → record
 //	  cat ev FIFO → journal  <── cat >ev ◀────── one JSON record per line
 //
-// Prepare makes the three FIFOs in Request.RunDir, spawns the three helper
+// Prepare makes the two FIFOs in Request.RunDir, spawns the three helper
 // processes (which needs a provider with writableStdin), starts the client
 // in a goroutine and returns the relay. The relay starts the agent on the
 // in/out FIFOs and copies the ev FIFO to its stdout, which the journal
@@ -42,14 +42,26 @@
 //   - A detached driver does not end the session: the client runs in the
 //     process that prepared the run (not the driver), so a run detached in
 //     a long-lived process (a daemon) goes on and can be attached again.
-//   - When that process goes away mid-turn, the helpers see EOF, the relay
-//     stops the agent and exits 75 with a line on its stderr, and the
-//     journal ends without an end record. Whoever drives the run then
-//     finishes it with RUN_ERROR code "acp-session-lost". The session
-//     itself is not lost to the agent: the thread's next run asks for it
-//     with session/load (its id is in the session.started event), and
-//     falls back to a new session with a session.not_resumed event when
-//     the agent cannot load it.
+//   - When that process goes away mid-turn, the agent goes on: its stdin
+//     FIFO is held open by a holder process, its stdout is appended to
+//     RunDir/out.log, and the relay marks the session orphaned and keeps
+//     it for Options.ReattachWait (option reattachWait). The process that
+//     takes the run over calls Harness.Reattach (harness.Reattacher): it
+//     claims the session and a new client goes on with the same turn from
+//     what the journal holds — the prompt's JSON-RPC id and the
+//     permission requests in flight (rpc records), the output offset past
+//     the last line journaled, a waiting request's deadline (until) — so
+//     a request that waited is answered through any replica or by what
+//     is left of its deadline, and the prompt's answer ends the run.
+//     Terminals the dead client started are not carried over.
+//   - When nobody takes the session over in time, or the agent exits
+//     while orphaned, the relay stops the agent and exits 75 with a line
+//     on its stderr, and the journal ends without an end record. Whoever
+//     drives the run then finishes it with RUN_ERROR code
+//     "acp-session-lost". The session itself is not lost to the agent:
+//     the thread's next run asks for it with session/load (its id is in
+//     the session.started event), and falls back to a new session with a
+//     session.not_resumed event when the agent cannot load it.
 //   - Cancel: when this process holds the session, the runner first has
 //     the client send session/cancel (Harness.Interrupt) and gives the
 //     agent Options.CancelGrace to end its turn. An agent that does is not

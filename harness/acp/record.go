@@ -29,6 +29,9 @@ const (
 	recCancel       = "cancel"        // the client sent session/cancel (the run was cancelled)
 	recError        = "error"         // the session failed
 	recEnd          = "end"           // the client closed the session cleanly
+	recClient       = "client"        // what a client that takes the session over needs: approvalWait, approvals
+	recRPC          = "rpc"           // a JSON-RPC request in flight: session/prompt (sent), session/request_permission (received)
+	recReattach     = "reattach"      // another host's client took the session over
 )
 
 // record is one journal line. Kind is under a key no ACP message uses, so a
@@ -60,8 +63,21 @@ type record struct {
 	NeedsApproval bool            `json:"needsApproval,omitempty"`
 	Waiting       string          `json:"waiting,omitempty"` // permission: it waits this long for a live answer
 
+	Until string `json:"until,omitempty"` // permission: when the wait ends (RFC 3339, UTC)
+
 	// answer: Decision and ApprovalID, and how it was settled
 	By string `json:"by,omitempty"`
+
+	// client: the run's answers given before it started (approval id →
+	// allowed); Waiting holds its approvalWait
+	Approvals map[string]bool `json:"approvals,omitempty"`
+
+	// rpc: the request's method and JSON-RPC id (and, for a permission
+	// request, its params in Params); update, rpc and reattach: Off is the
+	// byte offset in the agent's output log (outLog) just past the line
+	Method string          `json:"method,omitempty"`
+	RPCID  json.RawMessage `json:"rpcId,omitempty"`
+	Off    int64           `json:"off,omitempty"`
 
 	// terminal, terminal_exit
 	TerminalID string `json:"terminalId,omitempty"`

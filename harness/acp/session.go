@@ -2,6 +2,7 @@ package acp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,9 +44,15 @@ type session struct {
 
 	helpers    context.Context // the helpers' and terminals' life: until teardown ends
 	endHelpers context.CancelFunc
-	in, out    sandbox.Process // cat > in (the agent's stdin), cat out (its stdout)
+	in, out    sandbox.Process // cat > in (the agent's stdin), outScript (its stdout, from its log)
 	ev         sandbox.Process // cat > ev (the journal)
+	input      *agentInput
+	off        atomic.Int64 // the offset in the agent's output log past the last line the tee handled
 	jw         *journalWriter
+	// A session taken over from a client that went away (Reattach): the
+	// prompt's JSON-RPC id, and its answer when the tee sees it.
+	promptID   string
+	promptResp chan []byte
 	conn       *acpsdk.ClientSideConnection
 	terms      terminals
 	loading    atomic.Bool  // session/load is replaying history: journal none of it
@@ -55,27 +62,29 @@ type session struct {
 	cancelling chan struct{} // closed when the client sent session/cancel
 	cancelOnce sync.Once
 	done       chan struct{}
+	abandoned  atomic.Bool // the client vanished without a word (tests: a host that dies)
 }
 
 var _ acpsdk.Client = (*session)(nil)
 
-// spawn starts the helper processes and the connection.
-func (s *session) spawn() error {
+// spawn starts the helper processes and the connection; the agent's
+// output is read from byte offset off of its log.
+func (s *session) spawn(off int64) error {
 	s.done, s.turnDone, s.cancelling = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	s.helpers, s.endHelpers = context.WithCancel(context.Background())
-	fifo := func(name string) string { return path.Join(s.req.RunDir, name) }
+	dir := s.req.RunDir
 	var err error
-	start := func(script, name string) sandbox.Process {
+	start := func(name, script string, args ...string) sandbox.Process {
 		if err != nil {
 			return nil
 		}
 		var p sandbox.Process
-		p, err = s.hd.Spawn(s.helpers, sandbox.Command{Args: []string{"sh", "-c", script, "corral-acp-" + name, fifo(name)}})
+		p, err = s.hd.Spawn(s.helpers, sandbox.Command{Args: append([]string{"sh", "-c", script, "corral-acp-" + name}, args...)})
 		return p
 	}
-	s.in = start(`exec cat >"$1"`, "in")
-	s.out = start(`exec cat "$1"`, "out")
-	s.ev = start(`exec cat >"$1"`, "ev")
+	s.in = start("in", inScript, path.Join(dir, "in"))
+	s.out = start("out", outScript, dir, strconv.FormatInt(off, 10))
+	s.ev = start("ev", evScript, path.Join(dir, "ev"))
 	if err != nil {
 		s.killHelpers()
 		return err
@@ -85,11 +94,45 @@ func (s *session) spawn() error {
 		_ = c.Close()
 	}
 	s.jw = &journalWriter{w: s.ev.Stdin(), secrets: s.req.Secrets}
+	s.off.Store(off)
 	pr, pw := io.Pipe()
-	go s.tee(s.out.Stdout(), pw)
-	s.conn = acpsdk.NewClientSideConnection(s, s.in.Stdin(), pr)
+	s.input = &agentInput{w: s.in.Stdin(), s: s}
+	s.conn = acpsdk.NewClientSideConnection(s, s.input, pr)
 	s.conn.SetLogger(s.log)
+	// Only now: the connection reads its logger when its input ends,
+	// which must not race SetLogger.
+	go s.tee(s.out.Stdout(), pw)
 	return nil
+}
+
+// agentInput is the agent's stdin: the connection's messages and the raw
+// answers of a client that took the session over, one whole message per
+// write. A session/prompt request is journaled (its JSON-RPC id) before
+// the agent gets it, so that a client that takes the session over knows
+// the prompt's answer when it sees it.
+type agentInput struct {
+	mu   sync.Mutex
+	w    io.Writer
+	s    *session
+	dead atomic.Bool // tests: the process died, nothing more reaches the agent
+}
+
+func (a *agentInput) Write(b []byte) (int, error) {
+	if a.dead.Load() {
+		return 0, io.ErrClosedPipe
+	}
+	if bytes.Contains(b, []byte(`"`+acpsdk.AgentMethodSessionPrompt+`"`)) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(b, &m) == nil && m.Method == acpsdk.AgentMethodSessionPrompt && len(m.ID) > 0 {
+			_ = a.s.jw.write(record{Kind: recRPC, Method: m.Method, RPCID: m.ID, Off: a.s.off.Load()})
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.w.Write(b)
 }
 
 func (s *session) killHelpers() {
@@ -111,10 +154,13 @@ func (s *session) killHelpers() {
 // the load's answer ends the replay.
 func (s *session) tee(r io.Reader, w *io.PipeWriter) {
 	br := bufio.NewReaderSize(r, 64<<10)
+	off := s.off.Load()
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
-			s.journalLine(line)
+			off += int64(len(line))
+			s.journalLine(line, off)
+			s.off.Store(off)
 			if _, werr := w.Write(line); werr != nil {
 				_ = w.CloseWithError(werr)
 				return
@@ -127,7 +173,7 @@ func (s *session) tee(r io.Reader, w *io.PipeWriter) {
 	}
 }
 
-func (s *session) journalLine(line []byte) {
+func (s *session) journalLine(line []byte, off int64) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -142,8 +188,16 @@ func (s *session) journalLine(line []byte) {
 		}
 		return
 	}
-	if m.Method == acpsdk.ClientMethodSessionUpdate && len(m.Params) > 0 {
-		_ = s.jw.write(record{Kind: recUpdate, Params: m.Params})
+	switch {
+	case m.Method == acpsdk.ClientMethodSessionUpdate && len(m.Params) > 0:
+		_ = s.jw.write(record{Kind: recUpdate, Params: m.Params, Off: off})
+	case m.Method == acpsdk.ClientMethodSessionRequestPermission && len(m.ID) > 0:
+		_ = s.jw.write(record{Kind: recRPC, Method: m.Method, RPCID: m.ID, Params: m.Params, Off: off})
+	case m.Method == "" && s.promptID != "" && string(bytes.TrimSpace(m.ID)) == s.promptID:
+		select {
+		case s.promptResp <- append([]byte(nil), line...):
+		default:
+		}
 	}
 }
 
@@ -316,6 +370,10 @@ func errText(err error) string {
 // terminals die, the journal gets its last records and the relay its exit
 // code, and the journal FIFO closes, which ends the relay.
 func (s *session) teardown(failed *record) {
+	if s.abandoned.Load() {
+		s.cancel()
+		return
+	}
 	defer s.cancel()
 	defer s.killHelpers()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -331,6 +389,9 @@ func (s *session) teardown(failed *record) {
 	}
 	if c, ok := s.in.Stdin().(io.Closer); ok {
 		_ = c.Close()
+	}
+	if _, err := s.hd.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", closeInScript, "corral-acp-close", s.req.RunDir}}); err != nil {
+		s.log.Debug("acp: closing the agent's stdin failed", "err", err)
 	}
 	select {
 	case <-s.conn.Done():
@@ -389,7 +450,7 @@ func (s *session) WriteTextFile(ctx context.Context, p acpsdk.WriteTextFileReque
 	}
 	res := s.resolve(sandbox.ApproveFileWrite, rel)
 	_ = s.jw.write(record{Kind: recFSWrite, Gate: string(sandbox.ApproveFileWrite), Target: rel, Title: "Write " + rel,
-		Decision: decision(res), ApprovalID: res.ID, NeedsApproval: res.NeedsApproval})
+		Decision: decision(res), ApprovalID: res.ID, NeedsApproval: res.NeedsApproval, Off: s.off.Load()})
 	if res.Decision != sandbox.Allow {
 		return acpsdk.WriteTextFileResponse{}, denied(res, "writing "+rel)
 	}
@@ -440,7 +501,7 @@ func (s *session) CreateTerminal(_ context.Context, p acpsdk.CreateTerminalReque
 	}
 	res := s.resolve(sandbox.ApproveCommand, text)
 	rec := record{Kind: recTerminal, Gate: string(sandbox.ApproveCommand), Target: text, Title: "Run " + text, Command: text,
-		Decision: decision(res), ApprovalID: res.ID, NeedsApproval: res.NeedsApproval}
+		Decision: decision(res), ApprovalID: res.ID, NeedsApproval: res.NeedsApproval, Off: s.off.Load()}
 	if res.Decision != sandbox.Allow {
 		_ = s.jw.write(rec)
 		return acpsdk.CreateTerminalResponse{}, denied(res, "running "+text)

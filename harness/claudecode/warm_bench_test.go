@@ -3,6 +3,7 @@ package claudecode_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/store"
 )
 
@@ -30,6 +32,56 @@ func BenchmarkNextTurn(b *testing.B) {
 	}
 }
 
+// BenchmarkFirstTurn times a thread's first Claude Code turn the same way
+// (a new thread per iteration, each turn run to its end), cold (the CLI
+// started for the turn) and warm (a keeper started for the thread, which
+// must not make the first turn slower than cold), beside the floor:
+//
+//	go test -run '^$' -bench FirstTurn -benchtime 6x ./harness/claudecode/
+func BenchmarkFirstTurn(b *testing.B) {
+	b.Run("floor", benchModelFloor)
+	for _, warm := range []string{"false", "true"} {
+		name := map[string]string{"false": "cold", "true": "warm"}[warm]
+		b.Run(name, func(b *testing.B) { benchFirstTurn(b, warm) })
+	}
+}
+
+func benchFirstTurn(b *testing.B, warm string) {
+	w := newWarmEnv(b, fakemodel.Say("hi"))
+	w.opts[claudecode.OptWarm] = warm
+	r := w.runner(b)
+	ctx := testCtx(b)
+	var ms []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		rec := w.startIn(b, ctx, r, fmt.Sprintf("first-%d", i), "Hello.")
+		ms = append(ms, firstText(b, ctx, r, rec.ID, t0))
+		if err := r.Wait(ctx, rec.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(median(ms), "first-ms")
+}
+
+// firstText follows the run to its end and returns the milliseconds from
+// t0 to its first text event.
+func firstText(b *testing.B, ctx context.Context, r *run.Runner, id string, t0 time.Time) float64 {
+	b.Helper()
+	var got time.Duration
+	err := r.Follow(ctx, id, 0, func(e store.Event) error {
+		if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent && got == 0 {
+			got = time.Since(t0)
+		}
+		return nil
+	})
+	if err != nil || got == 0 {
+		b.Fatalf("run %s: no text (%v)", id, err)
+	}
+	return float64(got.Microseconds()) / 1000
+}
+
 func benchNextTurn(b *testing.B, warm string) {
 	w := newWarmEnv(b, fakemodel.Say("hi"))
 	w.opts[claudecode.OptWarm] = warm
@@ -44,17 +96,7 @@ func benchNextTurn(b *testing.B, warm string) {
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
 		rec := w.start(b, ctx, r, "Next.")
-		var got time.Duration
-		err := r.Follow(ctx, rec.ID, 0, func(e store.Event) error {
-			if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent && got == 0 {
-				got = time.Since(t0)
-			}
-			return nil
-		})
-		if err != nil || got == 0 {
-			b.Fatalf("turn %d: no text (%v)", i, err)
-		}
-		ms = append(ms, float64(got.Microseconds())/1000)
+		ms = append(ms, firstText(b, ctx, r, rec.ID, t0))
 	}
 	b.StopTimer()
 	b.ReportMetric(median(ms), "first-ms")

@@ -81,7 +81,13 @@ func (w *warmEnv) runner(t testing.TB) *run.Runner {
 
 func (w *warmEnv) start(t testing.TB, ctx context.Context, r *run.Runner, prompt string) store.Run {
 	t.Helper()
-	rec, err := r.Start(ctx, run.StartRequest{Definition: "claude", Thread: "th", Harness: claudecode.Name, Prompt: prompt, Model: "claude-sonnet-4-5", Env: w.env, Options: w.opts})
+	return w.startIn(t, ctx, r, "th", prompt)
+}
+
+// startIn starts a turn in the given thread.
+func (w *warmEnv) startIn(t testing.TB, ctx context.Context, r *run.Runner, thread, prompt string) store.Run {
+	t.Helper()
+	rec, err := r.Start(ctx, run.StartRequest{Definition: "claude", Thread: thread, Harness: claudecode.Name, Prompt: prompt, Model: "claude-sonnet-4-5", Env: w.env, Options: w.opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,10 +129,15 @@ func sessionProcs(sid int) []int {
 	return out
 }
 
+// killKeepers kills the keeper of every thread (their whole sessions).
 func (w *warmEnv) killKeepers(t testing.TB) {
 	t.Helper()
-	if pid := w.keeperPid(t); pid > 0 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	files, _ := filepath.Glob(filepath.Join(w.journals, claudecode.WarmDirPrefix+"*", "pid"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
 	}
 }
 

@@ -117,8 +117,9 @@ echo "started $p $how"
 
 // turnClient is a warm turn's journaled command. Args: dir, keeper pid,
 // a note line to print first (or ""). Stdin: the turn's stream-json user
-// line. Up to the prompt's write it forks only the log's size (wc), the
-// relay's FIFO and its reader (tail -f; GNU tail follows by inotify).
+// line. Up to the prompt's write it forks only the log's size (wc) and
+// the writer; the relay (a FIFO and tail -f on the log from the noted
+// offset; GNU tail follows by inotify) starts after it.
 const turnClient = alive + `d=$1 kp=$2 note=$3
 [ -n "$note" ] && printf '%s\n' "$note"
 p=
@@ -130,16 +131,18 @@ echo $$ >"$d/busy"
 r="$d/relay.$$" tp= wp= cp=
 trap 'kill -KILL "-$kp" 2>/dev/null; kill -KILL "$kp" $tp $wp $cp 2>/dev/null; rm -f "$d/busy" "$r"; exit 143' TERM INT HUP
 off=$(wc -c <"$d/log")
-mkfifo "$r" || exit 1
-tail -c +$((off+1)) -f "$d/log" >"$r" 2>/dev/null &
-tp=$!
 # Opened read-write, the FIFO never blocks its opener; the prompt is
 # written in the background, so a keeper that died cannot hold the turn.
 # (An asynchronous command's stdin is /dev/null: the prompt goes by fd 5.)
+# It goes in before the relay starts, which reads the log from the offset
+# noted above, so the relay's set-up is off the turn's path.
 exec 4<>"$d/in" 5<&0
 cat <&5 >&4 &
 cp=$!
 exec 4>&- 5<&-
+mkfifo "$r" || { kill -KILL "-$kp" 2>/dev/null; rm -f "$d/busy"; exit 1; }
+tail -c +$((off+1)) -f "$d/log" >"$r" 2>/dev/null &
+tp=$!
 # The watchdog: a keeper killed with its whole session writes no
 # warm_exited line; this ends the relay then (off the turn's path).
 ( while alive "$kp"; do sleep 0.5; done; kill "$tp" "$cp" 2>/dev/null ) >/dev/null 2>&1 &

@@ -283,3 +283,80 @@ func TestWarmTakeover(t *testing.T) {
 			final.Status, final.DriverEpoch, len(seqs), len(stored), finished, len(text), len(answer), w.keeperPid(t), pid)
 	}
 }
+
+// TestWarmPrepareSession: the keeper check that starts a keeper also looks
+// for the asked-for session's transcript, in the same exec: missing, the
+// keeper gets a fresh --session-id and the turn client's note says
+// resume_failed; present, the keeper (replaced: its session differs) gets
+// --resume and the turn no note; asked again, the same keeper serves.
+func TestWarmPrepareSession(t *testing.T) {
+	h := localHandle(t)
+	ctx := testCtx(t)
+	const sid = "0f6c1a2e-1111-4222-8333-944455556666"
+	// A stand-in CLI: records its argv, then reads its stdin for ever.
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "claude")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\nprintf '%s\\n' \"$*\" >>\""+dir+"/argv\"\nexec cat >/dev/null\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	req := baseRequest(t, h)
+	req.Session = sid
+	req.Options = map[string]string{"executable": exe, claudecode.OptWarm: "true", "isSandbox": "true"}
+	keepers := map[string]bool{}
+	t.Cleanup(func() {
+		for p := range keepers {
+			if pid, _ := strconv.Atoi(p); pid > 0 {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	})
+	prepare := func() (keeper, note string) {
+		t.Helper()
+		inv, err := claudecode.Harness{}.Prepare(ctx, h, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := inv.Command.Args
+		if len(a) != 7 || a[3] != "corral-claude-turn" {
+			t.Fatalf("not a warm turn: %q", a)
+		}
+		keepers[a[5]] = true
+		return a[5], a[6]
+	}
+	lastArgv := func() string {
+		t.Helper()
+		var b []byte
+		testutil.WaitFor(t, ctx, "the stand-in CLI to record its argv", 20*time.Millisecond, func(context.Context) (bool, error) {
+			b, _ = os.ReadFile(filepath.Join(dir, "argv"))
+			return len(b) > 0, nil
+		})
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		return lines[len(lines)-1]
+	}
+
+	k1, note := prepare()
+	if argv := lastArgv(); strings.Contains(argv, "--resume") || !strings.Contains(argv, "--session-id") || strings.Contains(argv, sid) {
+		t.Errorf("a missing transcript: the keeper's argv %q, want a fresh --session-id", argv)
+	}
+	if !strings.Contains(note, `"resume_failed"`) || !strings.Contains(note, sid) {
+		t.Errorf("a missing transcript: note %q, want resume_failed naming %s", note, sid)
+	}
+
+	tdir := filepath.Join(req.Env["HOME"], ".claude", "projects", "-some-project")
+	if err := os.MkdirAll(tdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tdir, sid+".jsonl"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "argv")); err != nil {
+		t.Fatal(err)
+	}
+	k2, note := prepare()
+	if argv := lastArgv(); !strings.Contains(argv, "--resume "+sid) || k2 == k1 || note != "" {
+		t.Errorf("with the transcript: keeper %s (was %s), argv %q, note %q; want a new keeper resuming %s, no note", k2, k1, argv, note, sid)
+	}
+	if k3, note := prepare(); k3 != k2 || note != "" {
+		t.Errorf("asked again: keeper %s, note %q; want the same keeper %s, no note", k3, note, k2)
+	}
+}

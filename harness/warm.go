@@ -70,10 +70,11 @@ func WarmDigest(args []string, env map[string]string, extra ...string) string {
 }
 
 // WarmAliveSh defines the shell function alive PID for keeper checks and
-// turn clients: the process exists and is not a zombie (a keeper's parent
-// is often a container's init, which may not reap it). A reused pid
-// passes.
-const WarmAliveSh = `alive() { kill -0 "$1" 2>/dev/null || return 1; [ -r "/proc/$1/stat" ] || return 0; case $(cut -d')' -f2 <"/proc/$1/stat") in " Z"*|" X"*) return 1 ;; esac; }
+// turn clients: the process exists and is not a zombie by
+// /proc/PID/stat where there is one (a keeper's parent is often a
+// container's init, which may not reap it), with builtins only, so a warm
+// turn forks nothing to ask. A reused pid passes.
+const WarmAliveSh = `alive() { kill -0 "$1" 2>/dev/null || return 1; [ -r "/proc/$1/stat" ] || return 0; read -r _st <"/proc/$1/stat" || return 0; case ${_st##*) } in Z*|X*) return 1 ;; esac; }
 `
 
 // WarmCheckSh is the start of a keeper check shared by the warm harnesses,

@@ -80,7 +80,13 @@ cj_ingit() {
   done
   return 0
 }
-if [ "$cj_diff" = diff ] && cj_ingit && cj_git=$(git rev-parse --git-dir 2>/dev/null); then
+# A .git directory found by the walk is the git dir (one process less on
+# every run's path); a .git file (worktree, submodule) or GIT_DIR asks git.
+cj_gitdir() {
+  if [ -z "${GIT_DIR-}" ] && [ -d "$cj_d/.git" ] && [ -f "$cj_d/.git/index" ]; then cj_git=$cj_d/.git; return 0; fi
+  cj_git=$(git rev-parse --git-dir 2>/dev/null)
+}
+if [ "$cj_diff" = diff ] && cj_ingit && cj_gitdir; then
   cj_idx=$cj_dir/.index.$$
   cp "$cj_git/index" "$cj_idx" 2>/dev/null
   cj_tree=$(GIT_INDEX_FILE=$cj_idx git add -A . && GIT_INDEX_FILE=$cj_idx git write-tree) || cj_tree=

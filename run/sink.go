@@ -63,6 +63,7 @@ type sinkState struct {
 	pending      []pendingEvent
 	pendingBytes int
 	lastFlush    time.Time // when the last append was made (Options.Now)
+	contentOut   bool      // an append has carried content (text, reasoning, tool arguments)
 
 	deltas    int64 // content deltas translated so far (replayed ones included)
 	limit     int64 // the cap; <= 0: none
@@ -358,6 +359,11 @@ func (d *driver) flush(ctx context.Context) error {
 	d.lastSeq += int64(len(batch))
 	d.mu.Unlock()
 	d.lastFlush = d.r.opts.Now()
+	if !d.contentOut {
+		for _, p := range d.pending {
+			d.contentOut = d.contentOut || p.content
+		}
+	}
 	clear(d.pending) // let the deltas go
 	d.pending = d.pending[:0]
 	d.pendingBytes = 0
@@ -367,14 +373,31 @@ func (d *driver) flush(ctx context.Context) error {
 
 // flushDue reports whether the pending batch should be appended now: it is
 // full, or idle is true (no more lines are waiting) and no append was made
-// for a flush interval. The second is the leading edge of the interval: the
+// for a flush interval, or idle is true and the batch holds the run's
+// first content. The second is the leading edge of the interval: the
 // first output of a quiet agent is appended at once instead of at the next
 // tick, while a steady stream still makes at most one append per interval.
+// The third puts the first text (a turn's first words, what a user waits
+// for) in the log at once even when the agent's start-up lines were
+// appended a moment before.
 func (d *driver) flushDue(idle bool) bool {
 	if len(d.pending) >= d.r.opts.BatchSize || d.pendingBytes >= flushBytes {
 		return true
 	}
-	return idle && len(d.pending) > 0 && d.r.opts.Now().Sub(d.lastFlush) >= d.r.opts.FlushInterval
+	if !idle || len(d.pending) == 0 {
+		return false
+	}
+	if d.r.opts.Now().Sub(d.lastFlush) >= d.r.opts.FlushInterval {
+		return true
+	}
+	if !d.contentOut {
+		for _, p := range d.pending {
+			if p.content {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (d *driver) broadcast() {

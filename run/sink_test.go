@@ -315,3 +315,50 @@ func TestJSONLen(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstContentFlushedAtOnce: with the clock standing still inside one
+// flush interval, an idle batch of opening (non-content) events waits for
+// the interval, the run's first content does not, and later content waits
+// again (a steady stream makes at most one append per interval).
+func TestFirstContentFlushedAtOnce(t *testing.T) {
+	s := newSinkRun(t)
+	d := s.driver(0)
+	now := time.Unix(1000, 0)
+	d.r.opts.Now = func() time.Time { return now }
+	d.r.opts.FlushInterval = time.Second
+	steps := []struct {
+		name string
+		ev   event.Event
+		want bool
+	}{
+		{"a message start just after an append", event.Event{Type: event.TextMessageStart, MessageID: "m", Role: "assistant"}, false},
+		{"the first text", event.Event{Type: event.TextMessageContent, MessageID: "m", Delta: "hi"}, true},
+		{"the next text in the same interval", event.Event{Type: event.TextMessageContent, MessageID: "m", Delta: " there"}, false},
+	}
+	if err := d.emit([]event.Event{{Type: event.RunStarted}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.flush(t.Context()); err != nil { // the opening events' append
+		t.Fatal(err)
+	}
+	for _, st := range steps {
+		if err := d.emit([]event.Event{st.ev}); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.flushDue(true); got != st.want {
+			t.Fatalf("%s: flushDue = %v, want %v", st.name, got, st.want)
+		}
+		if st.want {
+			if err := d.flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if d.flushDue(false) {
+		t.Error("a batch with more lines waiting is due before it is full")
+	}
+	now = now.Add(time.Second)
+	if !d.flushDue(true) {
+		t.Error("the interval is over and the batch is not due")
+	}
+}

@@ -382,12 +382,21 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		args = append(args, "--permission-prompt-tool", promptTool)
 	}
 
+	if req.Session != "" && !sessionRE.MatchString(req.Session) {
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "malformed session id %q", req.Session)
+	}
+	args = append(args, req.Args...)
+	if warm && !pm.promptTool && len(servers) == 0 && pluginDir == "" && req.ThreadID != "" && req.RunDir != "" {
+		// The keeper check looks for the session itself, in the same exec.
+		inv, ok, err := prepareWarm(ctx, h, req, warmTurn{args: append(prefix, args...), env: env, session: req.Session, instr: instructions})
+		if ok || err != nil {
+			return inv, err
+		}
+	}
+
 	// Session resume.
 	resume, note := "", ""
 	if req.Session != "" {
-		if !sessionRE.MatchString(req.Session) {
-			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "malformed session id %q", req.Session)
-		}
 		found, err := sessionExists(ctx, h, env, req.Session)
 		if err != nil {
 			return harness.Invocation{}, err
@@ -396,13 +405,6 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 			resume = req.Session
 		} else {
 			note = mustJSON(map[string]any{"type": "corral", "subtype": "resume_failed", "session_id": req.Session})
-		}
-	}
-	args = append(args, req.Args...)
-	if warm && !pm.promptTool && len(servers) == 0 && pluginDir == "" && req.ThreadID != "" && req.RunDir != "" {
-		inv, ok, err := prepareWarm(ctx, h, req, warmTurn{args: append(prefix, args...), env: env, session: resume, note: note, instr: instructions})
-		if ok || err != nil {
-			return inv, err
 		}
 	}
 	if resume != "" {

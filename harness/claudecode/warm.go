@@ -58,62 +58,81 @@ const WarmDirPrefix = "claude-warm-"
 func warmDir(req harness.Request) string { return harness.WarmDir(req, WarmDirPrefix) }
 
 // ensureKeeper checks the thread's keeper and starts a new one when it
-// cannot serve the turn. Args: dir, digest, session, instructions file (or
-// ""), then the CLI's argv. Prints "warm PID", "started PID", "busy" or
-// "unsupported".
-const ensureKeeper = `d=$1 dg=$2 ses=$3 ins=$4; shift 4
-` + harness.WarmAliveSh + `[ -n "$ins" ] && [ -f "$ins" ] && dg="$dg $(cksum <"$ins")"
-warm_extra() { [ "$(cat "$d/session" 2>/dev/null)" = "$ses" ]; }
-` + harness.WarmCheckSh + `rm -f "$d/in" "$d/relay".*
+// cannot serve the turn. Args: dir, digest, the session the turn asks for
+// (or ""), a fresh session id, instructions file (or ""), then the CLI's
+// argv without session flags. Prints "warm PID", "started PID resumed",
+// "started PID fresh" (the asked-for session has no transcript, or none
+// was asked for: the keeper has the fresh id), "busy" or "unsupported".
+// A keeper that serves the turn is found with builtins only (no fork);
+// a new one is handed the turn's prompt as soon as the turn client has
+// it: the CLI reads its stdin (the FIFO) when it is ready, and nothing
+// written before is lost, so there is no handshake to wait for.
+const ensureKeeper = harness.WarmAliveSh + `d=$1 dg=$2 ses=$3 fresh=$4 ins=$5; shift 5
+command -v setsid >/dev/null 2>&1 && command -v mkfifo >/dev/null 2>&1 || { echo unsupported; exit 0; }
+[ -n "$ins" ] && [ -f "$ins" ] && dg="$dg $(cksum <"$ins")"
+umask 077; [ -d "$d" ] || mkdir -p "$d" || exit 1
+p= b= od= os=
+[ -r "$d/pid" ] && read -r p <"$d/pid"
+[ -r "$d/busy" ] && read -r b <"$d/busy"
+[ -r "$d/digest" ] && read -r od <"$d/digest"
+[ -r "$d/session" ] && read -r os <"$d/session"
+if [ -n "$p" ] && alive "$p"; then
+  if [ -n "$b" ] && alive "$b"; then echo busy; exit 0; fi
+  if [ -z "$b" ] && [ -n "$ses" ] && [ "$od" = "$dg" ] && [ "$os" = "$ses" ]; then echo "warm $p"; exit 0; fi
+  kill -KILL "-$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null
+fi
+how=fresh
+if [ -n "$ses" ]; then
+  cfg=${CLAUDE_CONFIG_DIR:-$HOME/.claude}
+  for f in "$cfg"/projects/*/"$ses".jsonl; do [ -f "$f" ] && how=resumed && break; done
+fi
+if [ "$how" = resumed ]; then set -- "$@" --resume "$ses"; else ses=$fresh; set -- "$@" --session-id "$ses"; fi
+rm -f "$d/in" "$d/busy" "$d/pid" "$d/log" "$d/relay".*
 mkfifo "$d/in" && : >"$d/log" || exit 1
 printf '%s\n' "$dg" >"$d/digest"; printf '%s\n' "$ses" >"$d/session"
+# mawk fills its input buffer before it reads a line, unless interactive:
+# the turn client's relay reads its choice here.
+case $(awk -W version 2>&1 </dev/null) in *mawk*) echo "awk -W interactive" ;; *) echo awk ;; esac >"$d/awk"
 setsid sh -c 'd=$1; shift; exec 3<>"$d/in"; "$@" <&3 >>"$d/log" 2>"$d/err"; printf "{\"type\":\"corral\",\"subtype\":\"warm_exited\",\"exit\":%d}\n" $? >>"$d/log"' corral-claude-keeper "$d" "$@" </dev/null >/dev/null 2>&1 &
 p=$!
 echo "$p" >"$d/pid"
-# The CLI drops what arrives on stdin before it reads it: ask it to
-# initialize until it answers, then the turn's line is read.
-i=0
-while :; do
-  alive "$p" || { echo "the warm claude process exited at start: $(tail -c 1000 "$d/err" 2>/dev/null)" >&2; exit 1; }
-  exec 4<>"$d/in"
-  printf '%s\n' '{"type":"control_request","request_id":"corral-ready","request":{"subtype":"initialize"}}' >&4
-  exec 4>&-
-  j=0
-  while [ $j -lt 40 ] && ! grep -q '"control_response"' "$d/log"; do sleep 0.05; j=$((j+1)); done
-  [ $j -lt 40 ] && break
-  i=$((i+1))
-  [ $i -lt 30 ] || { kill -KILL "-$p" 2>/dev/null; echo "the warm claude process did not answer in 60s" >&2; exit 1; }
-done
-echo "started $p"
+echo "started $p $how"
 `
 
 // turnClient is a warm turn's journaled command. Args: dir, keeper pid,
 // a note line to print first (or ""). Stdin: the turn's stream-json user
-// line.
-const turnClient = `d=$1 kp=$2 note=$3
-` + harness.WarmAliveSh + `[ -n "$note" ] && printf '%s\n' "$note"
-if [ "$(cat "$d/pid" 2>/dev/null)" != "$kp" ] || ! alive "$kp"; then
+// line. Up to the prompt's write it forks only the log's size (wc) and
+// the writer; the relay (a FIFO and tail -f on the log from the noted
+// offset; GNU tail follows by inotify) starts after it.
+const turnClient = harness.WarmAliveSh + `d=$1 kp=$2 note=$3
+[ -n "$note" ] && printf '%s\n' "$note"
+p=
+[ -r "$d/pid" ] && read -r p <"$d/pid"
+if [ "$p" != "$kp" ] || ! alive "$kp"; then
   echo "corral: the warm Claude Code process $kp is gone" >&2; exit 1
 fi
 echo $$ >"$d/busy"
 r="$d/relay.$$" tp= wp= cp=
 trap 'kill -KILL "-$kp" 2>/dev/null; kill -KILL "$kp" $tp $wp $cp 2>/dev/null; rm -f "$d/busy" "$r"; exit 143' TERM INT HUP
 off=$(wc -c <"$d/log")
-mkfifo "$r" || exit 1
-tail -c +$((off+1)) -f "$d/log" >"$r" 2>/dev/null &
-tp=$!
 # Opened read-write, the FIFO never blocks its opener; the prompt is
 # written in the background, so a keeper that died cannot hold the turn.
 # (An asynchronous command's stdin is /dev/null: the prompt goes by fd 5.)
+# It goes in before the relay starts, which reads the log from the offset
+# noted above, so the relay's set-up is off the turn's path.
 exec 4<>"$d/in" 5<&0
 cat <&5 >&4 &
 cp=$!
 exec 4>&- 5<&-
-( while alive "$kp"; do sleep 0.2; done; kill "$tp" "$cp" 2>/dev/null ) >/dev/null 2>&1 &
+mkfifo "$r" || { kill -KILL "-$kp" 2>/dev/null; rm -f "$d/busy"; exit 1; }
+tail -c +$((off+1)) -f "$d/log" >"$r" 2>/dev/null &
+tp=$!
+# The watchdog: a keeper killed with its whole session writes no
+# warm_exited line; this ends the relay then (off the turn's path).
+( while alive "$kp"; do sleep 0.5; done; kill "$tp" "$cp" 2>/dev/null ) >/dev/null 2>&1 &
 wp=$!
-# mawk fills its input buffer before it reads a line, unless interactive.
 aw=awk
-case $(awk -W version 2>&1 </dev/null) in *mawk*) aw="awk -W interactive" ;; esac
+[ -r "$d/awk" ] && read -r aw <"$d/awk"
 $aw '{ print; fflush() }
 /^\{"type":"corral","subtype":"warm_exited"/ { exit }
 /^\{"type":"(stream_event|assistant|user|system|corral)"/ { next }
@@ -130,37 +149,42 @@ exit "$st"
 type warmTurn struct {
 	args    []string // the CLI's argv, prefix included, without session flags
 	env     map[string]string
-	session string // the session to resume; "" for a fresh one
-	note    string // a line for the journal first (resume_failed), or ""
+	session string // the session the turn asks for (Request.Session); "" for a fresh one
 	instr   string // the instructions file, or ""
 }
 
-// prepareWarm returns the turn client's invocation, ensuring the keeper;
-// ok false means the turn runs cold.
+// prepareWarm returns the turn client's invocation, ensuring the keeper in
+// one exec (which also looks for the session's transcript when it starts
+// one); ok false means the turn runs cold.
 func prepareWarm(ctx context.Context, h sandbox.Handle, req harness.Request, w warmTurn) (harness.Invocation, bool, error) {
 	const op = "claudecode.warm"
 	dir := warmDir(req)
-	session, flag := w.session, "--resume"
-	if session == "" {
-		session, flag = newSessionID(), "--session-id"
-	}
-	args := append(append([]string{}, w.args...), "--input-format", "stream-json", flag, session)
-	script := []string{"sh", "-c", ensureKeeper, "corral-claude-warm", dir, warmDigest(w), session, w.instr}
-	res, err := h.Exec(ctx, sandbox.Command{Args: append(script, args...), Env: w.env})
+	script := []string{"sh", "-c", ensureKeeper, "corral-claude-warm", dir, warmDigest(w), w.session, newSessionID(), w.instr}
+	res, err := h.Exec(ctx, sandbox.Command{Args: append(append(script, w.args...), "--input-format", "stream-json"), Env: w.env})
 	if err != nil {
 		return harness.Invocation{}, false, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
 	}
 	if res.ExitCode != 0 {
 		return harness.Invocation{}, false, sandbox.Errorf(sandbox.Internal, op, req.RunID, "starting the warm process exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
-	pid, _, ok, err := harness.ParseWarmCheck(res.Stdout)
-	if err != nil {
-		return harness.Invocation{}, false, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
+	out := strings.Fields(string(res.Stdout))
+	switch {
+	case len(out) == 2 && out[0] == "warm":
+	case len(out) == 3 && out[0] == "started" && (out[2] == "resumed" || out[2] == "fresh"):
+	default:
+		if len(out) == 1 && (out[0] == "busy" || out[0] == "unsupported") {
+			return harness.Invocation{}, false, nil // cold
+		}
+		return harness.Invocation{}, false, sandbox.Errorf(sandbox.Internal, op, req.RunID, "the warm process check printed %q", res.Stdout)
 	}
-	if !ok {
-		return harness.Invocation{}, false, nil // busy or unsupported: cold
+	if _, err := strconv.Atoi(out[1]); err != nil {
+		return harness.Invocation{}, false, sandbox.Errorf(sandbox.Internal, op, req.RunID, "the warm process check printed %q", res.Stdout)
 	}
-	cmd := sandbox.Command{Args: []string{"sh", "-c", turnClient, "corral-claude-turn", dir, strconv.Itoa(pid), w.note}}
+	note := ""
+	if len(out) == 3 && out[2] == "fresh" && w.session != "" {
+		note = mustJSON(map[string]any{"type": "corral", "subtype": "resume_failed", "session_id": w.session})
+	}
+	cmd := sandbox.Command{Args: []string{"sh", "-c", turnClient, "corral-claude-turn", dir, out[1], note}}
 	line := mustJSON(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": req.Prompt}}}})
 	return harness.Invocation{Command: cmd, Stdin: []byte(line + "\n")}, true, nil
 }

@@ -2,6 +2,7 @@ package claudecode_test
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/d10ffeed/corral/harness/claudecode"
@@ -31,5 +32,29 @@ func BenchmarkNextTurn(b *testing.B) {
 			b.Fatal(err)
 		}
 		turntest.FirstText(b, ctx, r, func() store.Run { return w.start(b, ctx, r, "Next.") })
+	})
+}
+
+// BenchmarkFirstTurn times a thread's first Claude Code turn the same way
+// (a new thread per iteration), cold (the CLI started for the turn) and
+// warm (a keeper started for the thread, which must not make the first
+// turn slower than cold), beside the floor:
+//
+//	go test -run '^$' -bench FirstTurn -benchtime 6x ./harness/claudecode/
+func BenchmarkFirstTurn(b *testing.B) {
+	turntest.NextTurn(b, func(b *testing.B) {
+		srv := fakemodel.New(b, fakemodel.Say("hi"))
+		body := `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hello."}]}`
+		turntest.ModelFloor(b, srv.URL+"/v1/messages", body, http.Header{"X-Api-Key": {"sk-ant-fake"}}, "text_delta")
+	}, func(b *testing.B, warm string) {
+		w := newWarmEnv(b, fakemodel.Say("hi"))
+		w.opts[claudecode.OptWarm] = warm
+		r := w.runner(b)
+		ctx := testCtx(b)
+		i := 0
+		turntest.FirstText(b, ctx, r, func() store.Run {
+			i++
+			return w.startIn(b, ctx, r, "first-"+strconv.Itoa(i), "Hello.")
+		})
 	})
 }

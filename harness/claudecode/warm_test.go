@@ -3,7 +3,9 @@ package claudecode_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,7 +73,13 @@ func (w *warmEnv) runner(t testing.TB) *run.Runner {
 
 func (w *warmEnv) start(t testing.TB, ctx context.Context, r *run.Runner, prompt string) store.Run {
 	t.Helper()
-	rec, err := r.Start(ctx, run.StartRequest{Definition: "claude", Thread: "th", Harness: claudecode.Name, Prompt: prompt, Model: "claude-sonnet-4-5", Env: w.env, Options: w.opts})
+	return w.startIn(t, ctx, r, "th", prompt)
+}
+
+// startIn starts a turn in the given thread.
+func (w *warmEnv) startIn(t testing.TB, ctx context.Context, r *run.Runner, thread, prompt string) store.Run {
+	t.Helper()
+	rec, err := r.Start(ctx, run.StartRequest{Definition: "claude", Thread: thread, Harness: claudecode.Name, Prompt: prompt, Model: "claude-sonnet-4-5", Env: w.env, Options: w.opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,10 +92,14 @@ func (w *warmEnv) keeperPid(t testing.TB) int {
 	return testutil.PidFile(filepath.Join(w.journals, claudecode.WarmDirPrefix+"*", "pid"))
 }
 
+// killKeepers kills the keeper of every thread (their whole sessions).
 func (w *warmEnv) killKeepers(t testing.TB) {
 	t.Helper()
-	if pid := w.keeperPid(t); pid > 0 {
-		_ = testutil.KillGroup(pid)
+	files, _ := filepath.Glob(filepath.Join(w.journals, claudecode.WarmDirPrefix+"*", "pid"))
+	for _, f := range files {
+		if pid := testutil.PidFile(f); pid > 0 {
+			_ = testutil.KillGroup(pid)
+		}
 	}
 }
 
@@ -208,5 +220,82 @@ func TestWarmTakeover(t *testing.T) {
 	if final.Status != store.RunCompleted || final.DriverEpoch < 2 || len(seqs) != len(stored) || finished != 1 || text != answer || w.keeperPid(t) != pid {
 		t.Errorf("status %s epoch %d, delivered %d of %d, %d RUN_FINISHED, text %d bytes (want %d), keeper %d (was %d)",
 			final.Status, final.DriverEpoch, len(seqs), len(stored), finished, len(text), len(answer), w.keeperPid(t), pid)
+	}
+}
+
+// TestWarmPrepareSession: the keeper check that starts a keeper also looks
+// for the asked-for session's transcript, in the same exec: missing, the
+// keeper gets a fresh --session-id and the turn client's note says
+// resume_failed; present, the keeper (replaced: its session differs) gets
+// --resume and the turn no note; asked again, the same keeper serves.
+func TestWarmPrepareSession(t *testing.T) {
+	h := localHandle(t)
+	ctx := testCtx(t)
+	const sid = "0f6c1a2e-1111-4222-8333-944455556666"
+	// A stand-in CLI: records its argv, then reads its stdin for ever.
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "claude")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\nprintf '%s\\n' \"$*\" >>\""+dir+"/argv\"\nexec cat >/dev/null\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	req := baseRequest(t, h)
+	req.Session = sid
+	req.Options = map[string]string{"executable": exe, claudecode.OptWarm: "true", "isSandbox": "true"}
+	keepers := map[string]bool{}
+	t.Cleanup(func() {
+		for p := range keepers {
+			if pid, _ := strconv.Atoi(p); pid > 0 {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	})
+	prepare := func() (keeper, note string) {
+		t.Helper()
+		inv, err := claudecode.Harness{}.Prepare(ctx, h, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := inv.Command.Args
+		if len(a) != 7 || a[3] != "corral-claude-turn" {
+			t.Fatalf("not a warm turn: %q", a)
+		}
+		keepers[a[5]] = true
+		return a[5], a[6]
+	}
+	lastArgv := func() string {
+		t.Helper()
+		var b []byte
+		testutil.WaitFor(t, ctx, "the stand-in CLI to record its argv", 20*time.Millisecond, func(context.Context) (bool, error) {
+			b, _ = os.ReadFile(filepath.Join(dir, "argv"))
+			return len(b) > 0, nil
+		})
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		return lines[len(lines)-1]
+	}
+
+	k1, note := prepare()
+	if argv := lastArgv(); strings.Contains(argv, "--resume") || !strings.Contains(argv, "--session-id") || strings.Contains(argv, sid) {
+		t.Errorf("a missing transcript: the keeper's argv %q, want a fresh --session-id", argv)
+	}
+	if !strings.Contains(note, `"resume_failed"`) || !strings.Contains(note, sid) {
+		t.Errorf("a missing transcript: note %q, want resume_failed naming %s", note, sid)
+	}
+
+	tdir := filepath.Join(req.Env["HOME"], ".claude", "projects", "-some-project")
+	if err := os.MkdirAll(tdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tdir, sid+".jsonl"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "argv")); err != nil {
+		t.Fatal(err)
+	}
+	k2, note := prepare()
+	if argv := lastArgv(); !strings.Contains(argv, "--resume "+sid) || k2 == k1 || note != "" {
+		t.Errorf("with the transcript: keeper %s (was %s), argv %q, note %q; want a new keeper resuming %s, no note", k2, k1, argv, note, sid)
+	}
+	if k3, note := prepare(); k3 != k2 || note != "" {
+		t.Errorf("asked again: keeper %s, note %q; want the same keeper %s, no note", k3, note, k2)
 	}
 }

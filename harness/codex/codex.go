@@ -269,6 +269,9 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		if req.RunDir == "" || !path.IsAbs(req.RunDir) {
 			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "no absolute run directory for CODEX_HOME")
 		}
+		if inv, ok, err := tryWarm(ctx, h, req, warmInputs{exe: exe, plan: plan, mcp: mcp, baseURL: baseURL, key: key, env: env}); err != nil || ok {
+			return inv, err
+		}
 		home = path.Join(req.RunDir, "codex-home")
 		switch opts[OptHome] {
 		case "", "auto":

@@ -23,10 +23,10 @@ package codex
 //     any agent, so the turn is journaled, taken over and delivered exactly
 //     once as a cold one; the translator reads the app-server's
 //     notifications (translate_app.go).
-//   - Cancel: the client's SIGTERM trap sends turn/interrupt and waits (up
-//     to 2 s) for the turn's turn/completed, which ends the turn's
-//     commands; when it does not come, it kills the keeper's whole
-//     session, so the next turn starts cold with thread/resume.
+//   - Cancel: the client's SIGTERM trap kills the keeper's whole session
+//     (codex 0.171's turn/interrupt ends the turn but not the command it
+//     runs), so nothing of the turn survives and the next turn starts a
+//     new keeper with thread/resume.
 //   - Fallback: no live keeper, a digest or thread that differs, or a turn
 //     client that died mid-turn (its busy file names a dead pid): Prepare
 //     kills what is left and starts a new keeper that resumes the thread.
@@ -162,16 +162,11 @@ fi
 echo $$ >"$d/busy"
 r="$d/relay.$$" tf="$d/turn.$$" tp= wp= cp=
 off=$(wc -c <"$d/log")
+# codex 0.171's turn/interrupt ends the turn but leaves its running
+# command alive (seen: a "sleep 37" ran on), so a cancel kills the keeper's
+# whole session and the next turn resumes the thread on a new one.
 stop() {
-  t=$(cat "$tf" 2>/dev/null) i=40
-  if [ -n "$t" ] && alive "$kp"; then
-    exec 4<>"$d/in"
-    printf '{"id":"%s-interrupt","method":"turn/interrupt","params":{"threadId":"%s","turnId":"%s"}}\n' "$rid" "$thr" "$t" >&4
-    exec 4>&-
-    i=0
-    while [ $i -lt 40 ] && ! tail -c +$((off+1)) "$d/log" | grep '^{"method":"turn/completed"' | grep -q "\"id\":\"$t\""; do sleep 0.05; i=$((i+1)); done
-  fi
-  [ $i -lt 40 ] || { kill -KILL "-$kp" 2>/dev/null; kill -KILL "$kp" 2>/dev/null; }
+  kill -KILL "-$kp" 2>/dev/null; kill -KILL "$kp" 2>/dev/null
   kill -KILL $tp $wp $cp 2>/dev/null; rm -f "$d/busy" "$r" "$tf"; exit 143
 }
 trap stop TERM INT HUP

@@ -1,0 +1,235 @@
+package codex_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/d10ffeed/corral/event"
+	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/harness/codex"
+	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
+	"github.com/d10ffeed/corral/store"
+	"github.com/d10ffeed/corral/store/memstore"
+)
+
+// warmEnv is a runner's world for the warm-session tests: one store, one
+// journal directory (where the keeper directories live), a local provider
+// and the fake model.
+type warmEnv struct {
+	st       store.Store
+	def      *sandbox.Definition
+	journals string
+	opts     map[string]string
+}
+
+func newWarmEnv(t testing.TB, script fakemodel.Script) *warmEnv {
+	t.Helper()
+	bin := testutil.AgentBin(t, "codex")
+	srv := fakemodel.New(t, script)
+	p, err := local.New(local.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, _ := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": canaryKey})
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	w := &warmEnv{
+		st: st, journals: t.TempDir(),
+		def: &sandbox.Definition{ID: "d", Provider: p,
+			Workspace: &sandbox.Workspace{Source: &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hi\n"})}, Secrets: secrets}},
+		opts: map[string]string{codex.OptExecutable: bin, codex.OptBaseURL: srv.OpenAIURL(), codex.OptSessionsDir: t.TempDir(), codex.OptWarm: "true"},
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			files, _ := filepath.Glob(filepath.Join(w.journals, codex.WarmDirPrefix+"*", "*"))
+			for _, f := range files {
+				if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
+					b, _ := os.ReadFile(f)
+					t.Logf("%s:\n%.3000s", f, b)
+				}
+			}
+		}
+		w.killKeepers()
+	})
+	return w
+}
+
+func (w *warmEnv) runner(t testing.TB) *run.Runner {
+	t.Helper()
+	r, err := run.New(w.st, []*sandbox.Definition{w.def}, []harness.Harness{codex.Harness{}}, run.Options{
+		PollInterval: 50 * time.Millisecond, JournalDir: w.journals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
+
+func (w *warmEnv) start(t testing.TB, ctx context.Context, r *run.Runner, prompt string) store.Run {
+	t.Helper()
+	rec, err := r.Start(ctx, run.StartRequest{Definition: "d", Thread: "th", Harness: codex.Name, Prompt: prompt, Model: fakemodel.ModelID, Options: w.opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// keeperPid is the pid the thread's keeper directory records (0: none).
+func (w *warmEnv) keeperPid() int {
+	files, _ := filepath.Glob(filepath.Join(w.journals, codex.WarmDirPrefix+"*", "pid"))
+	if len(files) != 1 {
+		return 0
+	}
+	b, _ := os.ReadFile(files[0])
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func (w *warmEnv) killKeepers() {
+	if pid := w.keeperPid(); pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+// procsWith lists the live processes whose argv has these words in a row.
+func procsWith(words ...string) []int {
+	want := strings.Join(words, "\x00") + "\x00"
+	var out []int
+	files, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(b), want) {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join(filepath.Dir(f), "stat")); err == nil {
+			if i := strings.LastIndexByte(string(st), ')'); i > 0 && strings.HasPrefix(string(st[i+1:]), " Z") {
+				continue
+			}
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		out = append(out, pid)
+	}
+	return out
+}
+
+func warmCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// follow follows a run to its end and returns its events.
+func follow(t *testing.T, ctx context.Context, r *run.Runner, id string) []event.Event {
+	t.Helper()
+	var evs []event.Event
+	if err := r.Follow(ctx, id, 0, func(e store.Event) error {
+		ev, err := event.Unmarshal(e.Data)
+		if err == nil {
+			evs = append(evs, ev)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// turnText follows a run to its end and returns its text, its codex
+// thread and its last event's type.
+func turnText(t *testing.T, ctx context.Context, r *run.Runner, id string) (text, session string, last event.Type) {
+	t.Helper()
+	evs := follow(t, ctx, r, id)
+	for _, e := range evs {
+		if strings.Contains(string(e.Marshal()), canaryKey) {
+			t.Fatalf("the API key leaked into an event: %s", e.Marshal())
+		}
+		switch {
+		case e.Type == event.TextMessageContent:
+			text += e.Delta
+		case e.Type == event.Custom && e.Name == event.SessionStarted:
+			var s event.Session
+			_ = json.Unmarshal(e.Value, &s)
+			session = s.ID
+		}
+	}
+	if len(evs) > 0 {
+		last = evs[len(evs)-1].Type
+	}
+	return text, session, last
+}
+
+// TestRealCodexWarmSession: with option warm=true, the thread's second run
+// is served by the app-server that ran its first (same pid), with the
+// right answer in the same codex thread; a keeper SIGKILLed between turns
+// is replaced on the next turn, which resumes the thread (the model's
+// request carries the earlier turns) with the right answer.
+func TestRealCodexWarmSession(t *testing.T) {
+	srv := fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: "two"}, {Text: "three"}}}
+	w := newWarmEnv(t, srv)
+	r := w.runner(t)
+	ctx := warmCtx(t)
+
+	rec := w.start(t, ctx, r, "First?")
+	text, thread, last := turnText(t, ctx, r, rec.ID)
+	pid := w.keeperPid()
+	if text != "one" || thread == "" || pid == 0 || last != event.RunFinished {
+		t.Fatalf("first turn: text %q thread %q keeper %d last %s", text, thread, pid, last)
+	}
+	rec = w.start(t, ctx, r, "Second?")
+	text, thread2, last := turnText(t, ctx, r, rec.ID)
+	if text != "two" || thread2 != thread || w.keeperPid() != pid || syscall.Kill(pid, 0) != nil || last != event.RunFinished {
+		t.Fatalf("second turn: text %q thread %q (first %q) keeper %d (first %d) last %s", text, thread2, thread, w.keeperPid(), pid, last)
+	}
+
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	rec = w.start(t, ctx, r, "Third?")
+	text, thread3, last := turnText(t, ctx, r, rec.ID)
+	pid3 := w.keeperPid()
+	if text != "three" || thread3 != thread || pid3 == pid || pid3 == 0 || last != event.RunFinished {
+		t.Fatalf("after the kill: text %q thread %q (first %q) keeper %d (killed %d) last %s", text, thread3, thread, pid3, pid, last)
+	}
+	t.Logf("turns 1-2 on keeper %d; killed; turn 3 on keeper %d, thread %s resumed", pid, pid3, thread)
+}
+
+// TestRealCodexWarmCancel: cancelling a warm turn while the agent's
+// command runs ends the run cancelled and leaves no process of the turn
+// (the keeper is killed with its session); the thread's
+// next turn answers.
+func TestRealCodexWarmCancel(t *testing.T) {
+	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{
+		{Tool: &fakemodel.ToolCall{Name: "exec_command", Input: mustJSON(map[string]string{"cmd": "sleep 37"})}}, {Text: "slept"}, {Text: "after"}}})
+	r := w.runner(t)
+	ctx := warmCtx(t)
+	rec := w.start(t, ctx, r, "Sleep.")
+	testutil.WaitFor(t, ctx, "the agent's sleep 37 to run", 50*time.Millisecond,
+		func(context.Context) (bool, error) { return len(procsWith("sleep", "37")) > 0, nil })
+	if _, err := r.Cancel(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Wait(ctx, rec.ID)
+	if final, _, _ := w.st.GetRun(ctx, rec.ID); final.Status != store.RunCancelled {
+		t.Errorf("status %s, want cancelled", final.Status)
+	}
+	testutil.WaitFor(t, ctx, "the turn's sleep 37 to be gone after the cancel", 50*time.Millisecond,
+		func(context.Context) (bool, error) { return len(procsWith("sleep", "37")) == 0, nil })
+	pid := w.keeperPid()
+	rec = w.start(t, ctx, r, "Again.")
+	text, _, last := turnText(t, ctx, r, rec.ID)
+	if last != event.RunFinished || text == "" {
+		t.Fatalf("the turn after the cancel: text %q last %s", text, last)
+	}
+	t.Logf("after the cancel the keeper %d was kept: %v (now %d); next turn said %q", pid, pid == w.keeperPid() && pid != 0, w.keeperPid(), text)
+}

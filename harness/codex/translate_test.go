@@ -149,3 +149,16 @@ func TestMCPAskBecomesApproval(t *testing.T) {
 		t.Errorf("approvals %q, want one for codex:tool:mcp__docs", approvals)
 	}
 }
+
+// TestAppTurnRefused: a warm turn whose turn/start request codex answers
+// with an error ends with RUN_ERROR carrying its message.
+func TestAppTurnRefused(t *testing.T) {
+	in := `{"method":"corral/resumeFailed","params":{}}
+{"error":{"code":-32600,"message":"thread not found"},"id":"corral-turn-1"}`
+	evs := translate([]byte(in), 1)
+	last := evs[len(evs)-1]
+	if last.Type != event.RunError || last.Message != "codex refused the turn: thread not found" {
+		t.Fatalf("last event %s %q, want RUN_ERROR for the refused turn", last.Type, last.Message)
+	}
+	harnesstest.Invariants(t, evs)
+}

@@ -96,7 +96,7 @@ if [ -n "$p" ] && alive "$p"; then
   if [ -z "$b" ] && [ -n "$thr" ] && [ "$(cat "$d/digest" 2>/dev/null)" = "$dg" ] && [ "$(cat "$d/thread" 2>/dev/null)" = "$thr" ]; then echo "warm $p $thr"; exit 0; fi
   kill -KILL "-$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null
 fi
-rm -f "$d/in" "$d/busy" "$d/pid" "$d/log" "$d/thread" "$d/relay".* "$d/turn".*
+rm -f "$d/in" "$d/busy" "$d/pid" "$d/log" "$d/thread" "$d/relay".*
 # CODEX_HOME: in the directory, except where codex's bwrap sandbox would
 # hide it (it mounts a fresh /tmp over the helper links codex keeps there).
 h="$d/home"
@@ -160,14 +160,14 @@ if [ "$(cat "$d/pid" 2>/dev/null)" != "$kp" ] || ! alive "$kp"; then
   echo "corral: the warm codex app-server $kp is gone" >&2; exit 1
 fi
 echo $$ >"$d/busy"
-r="$d/relay.$$" tf="$d/turn.$$" tp= wp= cp=
+r="$d/relay.$$" tp= wp= cp=
 off=$(wc -c <"$d/log")
 # codex 0.171's turn/interrupt ends the turn but leaves its running
 # command alive (seen: a "sleep 37" ran on), so a cancel kills the keeper's
 # whole session and the next turn resumes the thread on a new one.
 stop() {
   kill -KILL "-$kp" 2>/dev/null; kill -KILL "$kp" 2>/dev/null
-  kill -KILL $tp $wp $cp 2>/dev/null; rm -f "$d/busy" "$r" "$tf"; exit 143
+  kill -KILL $tp $wp $cp 2>/dev/null; rm -f "$d/busy" "$r"; exit 143
 }
 trap stop TERM INT HUP
 mkfifo "$r" || exit 1
@@ -185,11 +185,11 @@ wp=$!
 # mawk fills its input buffer before it reads a line, unless interactive.
 aw=awk
 case $(awk -W version 2>&1 </dev/null) in *mawk*) aw="awk -W interactive" ;; esac
-$aw -v rid="$rid" -v tf="$tf" '{ print; fflush() }
+$aw -v rid="$rid" '{ print; fflush() }
 /^\{"method":"corral\/keeperExited"/ { exit }
 turn == "" && index($0, "\"id\":\"" rid "\"") {
   if (index($0, "{\"id\":\"" rid "\",\"result\":") == 1 && match($0, /"turn":\{"id":"[^"]*"/)) {
-    turn = substr($0, RSTART + 14, RLENGTH - 15); print turn > tf; close(tf); next
+    turn = substr($0, RSTART + 14, RLENGTH - 15); next
   }
   st = 1; done = 1; exit
 }
@@ -197,7 +197,7 @@ turn != "" && /^\{"method":"turn\/completed"/ && index($0, "\"id\":\"" turn "\""
 END { if (!done) st = 1; exit st }' <"$r"
 st=$?
 kill "$tp" "$wp" "$cp" 2>/dev/null
-rm -f "$r" "$tf" "$d/busy"
+rm -f "$r" "$d/busy"
 if [ "$st" != 0 ] && [ -s "$d/err" ]; then tail -c 2000 "$d/err" >&2; fi
 exit "$st"
 `

@@ -68,7 +68,7 @@ func newWarmEnv(t testing.TB, script fakemodel.Script) *warmEnv {
 func (w *warmEnv) runner(t testing.TB) *run.Runner {
 	t.Helper()
 	r, err := run.New(w.st, []*sandbox.Definition{w.def}, []harness.Harness{codex.Harness{}}, run.Options{
-		PollInterval: 50 * time.Millisecond, JournalDir: w.journals})
+		PollInterval: 50 * time.Millisecond, JournalDir: w.journals, LeaseTTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,4 +232,86 @@ func TestRealCodexWarmCancel(t *testing.T) {
 		t.Fatalf("the turn after the cancel: text %q last %s", text, last)
 	}
 	t.Logf("after the cancel the keeper %d was kept: %v (now %d); next turn said %q", pid, pid == w.keeperPid() && pid != 0, w.keeperPid(), text)
+}
+
+// untilText follows a run until its first text arrives.
+func untilText(ctx context.Context, r *run.Runner, id string) {
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	_ = r.Follow(fctx, id, 0, func(e store.Event) error {
+		if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent {
+			stop()
+		}
+		return nil
+	})
+}
+
+// TestRealCodexWarmTakeover: a warm turn whose driving runner goes away
+// mid-answer (it closes, dropping its driver and lease) is taken over by
+// another runner on the same store and delivered once: every stored event
+// delivered in order, one RUN_FINISHED, the whole answer, the keeper
+// unchanged.
+func TestRealCodexWarmTakeover(t *testing.T) {
+	answer := strings.Repeat("word ", 200)
+	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: answer}}, Delay: 10 * time.Millisecond, ChunkSize: 8})
+	a, b := w.runner(t), w.runner(t)
+	ctx := warmCtx(t)
+	rec := w.start(t, ctx, a, "First?")
+	if text, _, _ := turnText(t, ctx, a, rec.ID); text != "one" {
+		t.Fatalf("first turn: %q", text)
+	}
+	pid := w.keeperPid()
+	rec = w.start(t, ctx, a, "Second?")
+	untilText(ctx, a, rec.ID)
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	if err := b.Attach(ctx, rec.ID, 0, func(e store.Event) error { seqs = append(seqs, e.Seq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := w.st.ReadEvents(ctx, rec.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	finished := 0
+	for i, e := range stored {
+		if e.Seq != int64(i+1) || i >= len(seqs) || seqs[i] != e.Seq {
+			t.Fatalf("event %d has seq %d (delivered %v)", i+1, e.Seq, seqs)
+		}
+		ev, _ := event.Unmarshal(e.Data)
+		if ev.Type == event.TextMessageContent {
+			text += ev.Delta
+		}
+		if ev.Type == event.RunFinished {
+			finished++
+		}
+	}
+	final, _, _ := w.st.GetRun(ctx, rec.ID)
+	if final.Status != store.RunCompleted || final.DriverEpoch < 2 || len(seqs) != len(stored) || finished != 1 || text != answer || w.keeperPid() != pid {
+		t.Errorf("status %s epoch %d, delivered %d of %d, %d RUN_FINISHED, text %d bytes (want %d), keeper %d (was %d)",
+			final.Status, final.DriverEpoch, len(seqs), len(stored), finished, len(text), len(answer), w.keeperPid(), pid)
+	}
+}
+
+// TestRealCodexWarmDigestChange: a turn whose start-time settings differ
+// from the keeper's (here the reasoning effort, baked into its argv) gets
+// a new keeper that resumes the same codex thread.
+func TestRealCodexWarmDigestChange(t *testing.T) {
+	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: "two"}}})
+	r := w.runner(t)
+	ctx := warmCtx(t)
+	rec := w.start(t, ctx, r, "First?")
+	_, thread, _ := turnText(t, ctx, r, rec.ID)
+	pid := w.keeperPid()
+	w.opts[codex.OptReasoningEffort] = "low"
+	rec = w.start(t, ctx, r, "Second?")
+	text, thread2, last := turnText(t, ctx, r, rec.ID)
+	if text != "two" || thread2 != thread || thread == "" || last != event.RunFinished || w.keeperPid() == pid || pid == 0 {
+		t.Fatalf("after the change: text %q thread %q (first %q) keeper %d (first %d) last %s", text, thread2, thread, w.keeperPid(), pid, last)
+	}
 }

@@ -35,9 +35,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -71,8 +69,7 @@ func warmDir(req harness.Request) string {
 // cannot serve the turn. Args: dir, digest, session, instructions file (or
 // ""), then the CLI's argv. Prints "warm PID", "started PID", "busy" or
 // "unsupported".
-const ensureKeeper = `d=$1 dg=$2 ses=$3 ins=$4; shift 4
-alive() { kill -0 "$1" 2>/dev/null || return 1; [ -r "/proc/$1/stat" ] || return 0; case $(cut -d')' -f2 <"/proc/$1/stat") in " Z"*|" X"*) return 1 ;; esac; }
+const ensureKeeper = harness.KeeperAlive + `d=$1 dg=$2 ses=$3 ins=$4; shift 4
 command -v setsid >/dev/null 2>&1 && command -v mkfifo >/dev/null 2>&1 || { echo unsupported; exit 0; }
 [ -n "$ins" ] && [ -f "$ins" ] && dg="$dg $(cksum <"$ins")"
 umask 077; mkdir -p "$d" || exit 1
@@ -108,8 +105,7 @@ echo "started $p"
 // turnClient is a warm turn's journaled command. Args: dir, keeper pid,
 // a note line to print first (or ""). Stdin: the turn's stream-json user
 // line.
-const turnClient = `d=$1 kp=$2 note=$3
-alive() { kill -0 "$1" 2>/dev/null || return 1; [ -r "/proc/$1/stat" ] || return 0; case $(cut -d')' -f2 <"/proc/$1/stat") in " Z"*|" X"*) return 1 ;; esac; }
+const turnClient = harness.KeeperAlive + `d=$1 kp=$2 note=$3
 [ -n "$note" ] && printf '%s\n' "$note"
 if [ "$(cat "$d/pid" 2>/dev/null)" != "$kp" ] || ! alive "$kp"; then
   echo "corral: the warm Claude Code process $kp is gone" >&2; exit 1
@@ -185,21 +181,7 @@ func prepareWarm(ctx context.Context, h sandbox.Handle, req harness.Request, w w
 }
 
 // warmDigest digests what is baked into the process at its start.
-func warmDigest(w warmTurn) string {
-	h := sha256.New()
-	for _, a := range w.args {
-		fmt.Fprintf(h, "a%d:%s\n", len(a), a)
-	}
-	keys := make([]string, 0, len(w.env))
-	for k := range w.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(h, "e%d:%s=%d:%s\n", len(k), k, len(w.env[k]), w.env[k])
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
+func warmDigest(w warmTurn) string { return harness.KeeperDigest(w.args, w.env) }
 
 // newSessionID returns a random UUID (version 4) for --session-id.
 func newSessionID() string {

@@ -91,6 +91,9 @@
 //     sandbox cannot run, e.g. without user namespaces).
 //   - "sessionsDir": where codex keeps its sessions across runs (api-key).
 //   - "reasoningEffort": model_reasoning_effort.
+//   - "warm": "true" keeps one `codex app-server` per thread running in
+//     the sandbox between the thread's runs and hands it each next turn
+//     (api-key auth; see warm.go); default "false".
 //   - "policy": "strict" (default) refuses to start when the policy has a
 //     rule codex cannot enforce; "best-effort" starts anyway.
 //   - "home": where the per-run CODEX_HOME lives (api-key). "auto"

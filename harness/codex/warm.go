@@ -40,9 +40,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -74,19 +72,13 @@ func warmDir(req harness.Request) string {
 	return path.Join(path.Dir(req.RunDir), WarmDirPrefix+hex.EncodeToString(sum[:8]))
 }
 
-// keeperAlive is the shell function both scripts use: a pid is alive when
-// kill -0 reaches it and /proc (where there is one) does not show a
-// zombie.
-const keeperAlive = `alive() { kill -0 "$1" 2>/dev/null || return 1; [ -r "/proc/$1/stat" ] || return 0; case $(cut -d')' -f2 <"/proc/$1/stat") in " Z"*|" X"*) return 1 ;; esac; }
-`
-
 // ensureKeeper checks the thread's keeper and starts a new one when it
 // cannot serve the turn. Args: dir, digest, codex thread to resume (or
 // ""), the sessions directory (or ""), config.toml, the thread/resume
 // request, the thread/start request, then the app-server argv. Prints
 // "warm PID THREAD", "started PID THREAD [resume_failed]", "busy" or
 // "unsupported".
-const ensureKeeper = keeperAlive + `d=$1 dg=$2 thr=$3 ses=$4 cfg=$5 rq=$6 sq=$7; shift 7
+const ensureKeeper = harness.KeeperAlive + `d=$1 dg=$2 thr=$3 ses=$4 cfg=$5 rq=$6 sq=$7; shift 7
 command -v setsid >/dev/null 2>&1 && command -v mkfifo >/dev/null 2>&1 || { echo unsupported; exit 0; }
 [ -f AGENTS.md ] && dg="$dg $(cksum <AGENTS.md)"
 umask 077; mkdir -p "$d" || exit 1
@@ -154,7 +146,7 @@ echo "started $p $t $note"
 // turnClient is a warm turn's journaled command. Args: dir, keeper pid,
 // codex thread, the turn/start request id, a note line to print first (or
 // ""). Stdin: the turn/start request line.
-const turnClient = keeperAlive + `d=$1 kp=$2 thr=$3 rid=$4 note=$5
+const turnClient = harness.KeeperAlive + `d=$1 kp=$2 thr=$3 rid=$4 note=$5
 [ -n "$note" ] && printf '%s\n' "$note"
 if [ "$(cat "$d/pid" 2>/dev/null)" != "$kp" ] || ! alive "$kp"; then
   echo "corral: the warm codex app-server $kp is gone" >&2; exit 1
@@ -256,20 +248,7 @@ func prepareWarm(ctx context.Context, h sandbox.Handle, req harness.Request, w w
 
 // warmDigest digests what is baked into the process at its start.
 func warmDigest(w warmTurn, startRequest string) string {
-	h := sha256.New()
-	for _, a := range w.args {
-		fmt.Fprintf(h, "a%d:%s\n", len(a), a)
-	}
-	keys := make([]string, 0, len(w.env))
-	for k := range w.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(h, "e%d:%s=%d:%s\n", len(k), k, len(w.env[k]), w.env[k])
-	}
-	fmt.Fprintf(h, "c%d:%s\nr%d:%s\ns%d:%s\n", len(w.config), w.config, len(startRequest), startRequest, len(w.sessions), w.sessions)
-	return hex.EncodeToString(h.Sum(nil))
+	return harness.KeeperDigest(w.args, w.env, string(w.config), startRequest, w.sessions)
 }
 
 // newRequestID returns a random id for a turn's turn/start request.

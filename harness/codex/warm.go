@@ -101,7 +101,7 @@ if command -v bwrap >/dev/null 2>&1; then
     done ;;
   esac
 fi
-mkdir -p "$h" && chmod 700 "$h" && printf '%s' "$cfg" >"$h/config.toml" || exit 1
+mkdir -p "$h" && chmod 700 "$h" && printf '%s' "$cfg" >"$h/config.toml" && printf '%s\n' "$h" >"$d/codex-home" || exit 1
 [ -n "$ses" ] || ses=${HOME:-}/.corral/codex/sessions
 mkdir -p "$ses" && ln -sfn "$ses" "$h/sessions" || exit 1
 mkfifo "$d/in" && : >"$d/log" || exit 1

@@ -61,6 +61,29 @@ func newWarmEnv(t testing.TB, script fakemodel.Script) *warmEnv {
 			}
 		}
 		w.killKeepers()
+		// No file of the keeper's directory or its CODEX_HOME holds the
+		// key (it is only in the keeper's environment); then the home
+		// kept outside /tmp (bubblewrap) is removed.
+		homes, _ := filepath.Glob(filepath.Join(w.journals, codex.WarmDirPrefix+"*", "codex-home"))
+		dirs := []string{w.journals}
+		for _, f := range homes {
+			if b, err := os.ReadFile(f); err == nil && filepath.IsAbs(strings.TrimSpace(string(b))) {
+				dirs = append(dirs, strings.TrimSpace(string(b)))
+			}
+		}
+		for _, dir := range dirs {
+			_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), canaryKey) {
+						t.Errorf("the API key is in %s", p)
+					}
+				}
+				return nil
+			})
+		}
+		for _, dir := range dirs[1:] {
+			_ = os.RemoveAll(dir)
+		}
 	})
 	return w
 }

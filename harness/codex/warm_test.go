@@ -229,8 +229,8 @@ func TestRealCodexWarmSession(t *testing.T) {
 
 // TestRealCodexWarmCancel: cancelling a warm turn while the agent's
 // command runs ends the run cancelled and leaves no process of the turn
-// (the keeper is killed with its session); the thread's
-// next turn answers.
+// or of the keeper (killed with its session); the thread's next turn
+// answers on a new keeper.
 func TestRealCodexWarmCancel(t *testing.T) {
 	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{
 		{Tool: &fakemodel.ToolCall{Name: "exec_command", Input: mustJSON(map[string]string{"cmd": "sleep 37"})}}, {Text: "slept"}, {Text: "after"}}})
@@ -239,6 +239,10 @@ func TestRealCodexWarmCancel(t *testing.T) {
 	rec := w.start(t, ctx, r, "Sleep.")
 	testutil.WaitFor(t, ctx, "the agent's sleep 37 to run", 50*time.Millisecond,
 		func(context.Context) (bool, error) { return len(procsWith("sleep", "37")) > 0, nil })
+	kept := w.keeperPid()
+	if kept == 0 || syscall.Kill(-kept, 0) != nil {
+		t.Fatalf("no live keeper mid-turn (pid %d)", kept)
+	}
 	if _, err := r.Cancel(ctx, rec.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -248,13 +252,14 @@ func TestRealCodexWarmCancel(t *testing.T) {
 	}
 	testutil.WaitFor(t, ctx, "the turn's sleep 37 to be gone after the cancel", 50*time.Millisecond,
 		func(context.Context) (bool, error) { return len(procsWith("sleep", "37")) == 0, nil })
-	pid := w.keeperPid()
+	// The keeper's process group (setsid: its pid) is empty.
+	testutil.WaitFor(t, ctx, "the keeper's processes to be gone after the cancel", 50*time.Millisecond,
+		func(context.Context) (bool, error) { return syscall.Kill(-kept, 0) != nil, nil })
 	rec = w.start(t, ctx, r, "Again.")
 	text, _, last := turnText(t, ctx, r, rec.ID)
-	if last != event.RunFinished || text == "" {
-		t.Fatalf("the turn after the cancel: text %q last %s", text, last)
+	if last != event.RunFinished || text == "" || w.keeperPid() == kept {
+		t.Fatalf("the turn after the cancel: text %q last %s keeper %d (cancelled %d)", text, last, w.keeperPid(), kept)
 	}
-	t.Logf("after the cancel the keeper %d was kept: %v (now %d); next turn said %q", pid, pid == w.keeperPid() && pid != 0, w.keeperPid(), text)
 }
 
 // untilText follows a run until its first text arrives.

@@ -91,6 +91,9 @@
 //     sandbox cannot run, e.g. without user namespaces).
 //   - "sessionsDir": where codex keeps its sessions across runs (api-key).
 //   - "reasoningEffort": model_reasoning_effort.
+//   - "warm": "true" keeps one `codex app-server` per thread running in
+//     the sandbox between the thread's runs and hands it each next turn
+//     (api-key auth; see warm.go); default "false".
 //   - "policy": "strict" (default) refuses to start when the policy has a
 //     rule codex cannot enforce; "best-effort" starts anyway.
 //   - "home": where the per-run CODEX_HOME lives (api-key). "auto"
@@ -268,6 +271,9 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		}
 		if req.RunDir == "" || !path.IsAbs(req.RunDir) {
 			return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "no absolute run directory for CODEX_HOME")
+		}
+		if inv, ok, err := tryWarm(ctx, h, req, warmInputs{exe: exe, plan: plan, mcp: mcp, baseURL: baseURL, key: key, env: env}); err != nil || ok {
+			return inv, err
 		}
 		home = path.Join(req.RunDir, "codex-home")
 		switch opts[OptHome] {

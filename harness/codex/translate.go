@@ -102,6 +102,9 @@ func (t *translator) Begin() []event.Event {
 }
 
 func (t *translator) Line(b []byte) []event.Event {
+	if isAppLine(b) {
+		return t.appLine(b)
+	}
 	var l line
 	if json.Unmarshal(b, &l) != nil {
 		return nil // not an event: codex writes only JSON to stdout

@@ -37,6 +37,13 @@ var fixtures = []harnesstest.Fixture{
 	{Name: "real-turn-failed", Exit: 1, What: "an API error: error event, turn.failed, exit 1"},
 	{Name: "real-interrupted", Exit: 143, What: "codex killed while a command runs: the open call is closed as interrupted"},
 	{Name: "real-resume", Exit: 0, What: "a resumed thread: thread.started repeats the previous thread id"},
+	{Name: "app-text", Exit: 0, What: "warm (app-server): thread/turn notifications, a metadata warning, agent message deltas, turn/completed"},
+	{Name: "app-reasoning", Exit: 0, What: "warm: reasoning summary deltas before the message"},
+	{Name: "app-command", Exit: 0, What: "warm: a command execution with its output and exit code, then the final text"},
+	{Name: "app-command-failed", Exit: 0, What: "warm: a command that exits non-zero: an error result"},
+	{Name: "app-file-change", Exit: 0, What: "warm: apply_patch reported as a fileChange item"},
+	{Name: "app-turn-failed", Exit: 0, What: "warm: an API error: error notification, turn/completed failed (the client exits 0; the translator fails the run)"},
+	{Name: "app-interrupted", Exit: 143, What: "warm: the turn cancelled while a command runs: the open call is closed as interrupted"},
 	{Name: "hand-streaming", Exit: 0, What: "text and reasoning growing across item.updated, a type change, and noise lines"},
 	{Name: "hand-tools", Exit: 0, What: "mcp, web search, todo list, a declined command and a completion without a start"},
 	{Name: "hand-exit-without-turn", Exit: 1, What: "a non-zero exit after only transient errors"},
@@ -141,4 +148,17 @@ func TestMCPAskBecomesApproval(t *testing.T) {
 	if len(approvals) != 1 || approvals[0] != "codex:tool:mcp__docs" {
 		t.Errorf("approvals %q, want one for codex:tool:mcp__docs", approvals)
 	}
+}
+
+// TestAppTurnRefused: a warm turn whose turn/start request codex answers
+// with an error ends with RUN_ERROR carrying its message.
+func TestAppTurnRefused(t *testing.T) {
+	in := `{"method":"corral/resumeFailed","params":{}}
+{"error":{"code":-32600,"message":"thread not found"},"id":"corral-turn-1"}`
+	evs := translate([]byte(in), 1)
+	last := evs[len(evs)-1]
+	if last.Type != event.RunError || last.Message != "codex refused the turn: thread not found" {
+		t.Fatalf("last event %s %q, want RUN_ERROR for the refused turn", last.Type, last.Message)
+	}
+	harnesstest.Invariants(t, evs)
 }

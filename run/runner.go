@@ -52,6 +52,7 @@ type Runner struct {
 	sweepCursor int           // where the next journal sweep starts among the instances
 	pruneCursor int           // where the next checkpoint prune starts among the threads
 	lastSweep   time.Time     // when this process last swept blobs
+	launched    uint64        // drivers launched, for Activity
 	localStarts chan struct{} // Options.MaxLocalStarts tokens; nil = unbounded
 	starting    startGauge    // local starts under way, and their most
 }
@@ -382,6 +383,7 @@ func leaseName(runID string) string { return "run-driver:" + runID }
 func (r *Runner) launch(d *driver) {
 	r.mu.Lock()
 	r.drivers[d.run.ID] = d
+	r.launched++
 	r.mu.Unlock()
 	r.driverGroup.Add(1)
 	go func() {
@@ -513,6 +515,15 @@ func (r *Runner) DrivingCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.drivers)
+}
+
+// Activity reports how many runs this process drives now and how many
+// drivers it has launched since it was made, so a caller that samples it
+// sees a run that began and ended between two samples.
+func (r *Runner) Activity() (driving int, launched uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.drivers), r.launched
 }
 
 // JournalDir is the journal directory inside sandboxes.

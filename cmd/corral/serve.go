@@ -174,11 +174,12 @@ visit cannot use it.`,
 			errc := make(chan error, 1)
 			go func() { errc <- hs.Serve(ln) }()
 			// Start-up is over: give back the code and data pages only the
-			// init functions needed, and again whenever the daemon has gone
-			// idle (no run driven here), so an idle daemon keeps about
-			// 13–16 MB resident instead of 25–31 (see internal/lean).
+			// init functions needed, and again a second after the daemon has
+			// gone idle (no run driven here) and each minute it stays so, so
+			// an idle daemon keeps about 13–16 MB resident instead of 25–31
+			// (see internal/lean).
 			lean.Trim()
-			go trimWhenIdle(ctx, r)
+			go trimWhenIdle(ctx, r.Activity, func() { lean.Trim() })
 			fmt.Fprintf(cmd.ErrOrStderr(), "corral: serving on http://%s (definitions: %s)\n", ln.Addr(), strings.Join(ids, ", "))
 			if pageToken != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "corral: open the web page at http://%s/?token=%s (%s; corral run --server reads it from there)\n", ln.Addr(), pageToken, tokenNote)
@@ -255,20 +256,42 @@ func loadDefinitions(paths []string) ([]*sandbox.Definition, error) {
 	return defs, nil
 }
 
-// trimWhenIdle trims the daemon's resident memory (lean.Trim) once a
-// minute while it drives no run. The next request faults back the pages
+// Idle trimming: the daemon trims (lean.Trim) once it has driven no run
+// for trimSettle, sampled every trimTick, and again every trimEvery while
+// it stays idle.
+const (
+	trimTick   = 500 * time.Millisecond
+	trimSettle = time.Second
+	trimEvery  = time.Minute
+)
+
+// trimWhenIdle trims the daemon's resident memory (trim, lean.Trim) when
+// it goes idle: activity (Runner.Activity) has shown no run driven and no
+// driver launched for trimSettle since the last run, and then every
+// trimEvery while it stays idle. The next request faults back the pages
 // it needs from the page cache (about a millisecond of minor faults).
-func trimWhenIdle(ctx context.Context, r *run.Runner) {
-	t := time.NewTicker(time.Minute)
+func trimWhenIdle(ctx context.Context, activity func() (int, uint64), trim func()) {
+	t := time.NewTicker(trimTick)
 	defer t.Stop()
+	_, seen := activity()
+	busy := false // a run was seen since the last trim
+	var quiet, since time.Duration
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if r.DrivingCount() == 0 {
-				lean.Trim()
-			}
+		}
+		n, launched := activity()
+		if n > 0 || launched != seen {
+			seen, busy, quiet = launched, true, 0
+			continue
+		}
+		quiet += trimTick
+		since += trimTick
+		if busy && quiet >= trimSettle || since >= trimEvery {
+			trim()
+			busy, since = false, 0
 		}
 	}
 }

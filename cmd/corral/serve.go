@@ -43,6 +43,7 @@ func newServeCmd() *cobra.Command {
 		eventMaxAge time.Duration
 		ckKeep      int
 		ckMaxAge    time.Duration
+		maxStarts   int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -151,7 +152,7 @@ visit cannot use it.`,
 				}
 			}
 			ropts := run.Options{Logger: logger(), OnEnsure: metrics.ObserveEnsure, OnTakeOver: metrics.ObserveTakeOver,
-				Retention: store.Retention(retention), Broker: broker}
+				Retention: store.Retention(retention), Broker: broker, MaxLocalStarts: maxStarts}
 			if tools != nil {
 				ropts.Tools = tools
 			}
@@ -215,6 +216,7 @@ visit cannot use it.`,
 	cmd.Flags().StringVar(&retention, "retention", "all", "what the store keeps of ended runs: all, sandbox (no prompt, no event text) or none (nothing); a definition may ask for less")
 	cmd.Flags().DurationVar(&eventMaxAge, "event-max-age", 0, "delete the events of runs that ended longer ago than this (0: keep them)")
 	cmd.Flags().BoolVar(&agentTools, "agent-tools", true, "give each run's agent the checkpoint tools (an MCP server named "+run.AgentToolsServer+" with a token good only for its own run's tools while it lives); --agent-tools=false turns them off")
+	cmd.Flags().IntVar(&maxStarts, "max-local-starts", 0, "how many runs on the local provider may be starting at once (sandbox ensure, setup steps, the agent's spawn); the others wait their turn (0: twice the CPUs; -1: no bound — for definitions whose setup steps run long)")
 	checkpointRetentionFlags(cmd, &ckKeep, &ckMaxAge)
 	return cmd
 }

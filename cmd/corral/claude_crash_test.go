@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,7 +16,6 @@ import (
 	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
-	"github.com/d10ffeed/corral/journal"
 )
 
 // claudeScript is what the fake model plays in the Claude crash test: one
@@ -102,6 +99,19 @@ func claudeCrashConfig(t *testing.T) (string, []string) {
 // ("" for none).
 func claudeConfigWith(t *testing.T, policy string) (string, []string) {
 	t.Helper()
+	return agentCrashConfig(t, "ANTHROPIC_API_KEY", policy)
+}
+
+// crashKey is the fake API key the crash tests' workspaces hold; it must
+// never reach an event log.
+const crashKey = "sk-ant-fake-crash-key"
+
+// agentCrashConfig writes a corral.yaml for the local provider with a git
+// workspace, crashKey as the workspace secret named secret and the given
+// policy section ("" for none), and returns it with the environment the
+// corral processes run with (a fresh HOME and state directory).
+func agentCrashConfig(t *testing.T, secret, policy string) (string, []string) {
+	t.Helper()
 	dir := t.TempDir()
 	repo := testutil.BareRepo(t, map[string]string{"README.md": "crash test\n"})
 	yaml := fmt.Sprintf(`id: claude-crash
@@ -111,8 +121,8 @@ provider:
 workspace:
   source: {git: %q}
   secrets:
-    ANTHROPIC_API_KEY: {env: CORRAL_TEST_ANTHROPIC_KEY}
-%s`, filepath.Join(dir, "sandboxes"), repo, policy)
+    %s: {env: CORRAL_TEST_AGENT_KEY}
+%s`, filepath.Join(dir, "sandboxes"), repo, secret, policy)
 	p := filepath.Join(dir, "corral.yaml")
 	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -123,7 +133,7 @@ workspace:
 	}
 	env := append(os.Environ(),
 		"CORRAL_LEASE_TTL=1s", "XDG_STATE_HOME="+dir, "HOME="+home,
-		"CORRAL_TEST_ANTHROPIC_KEY=sk-ant-fake-crash-key",
+		"CORRAL_TEST_AGENT_KEY="+crashKey,
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
 	return p, env
 }
@@ -276,7 +286,7 @@ func normalizedLog(t *testing.T, cfg string, env []string, id string) []string {
 			_ = json.Unmarshal(ev.Value, &s)
 			session = s.ID
 		}
-		if strings.Contains(js, "sk-ant-fake-crash-key") {
+		if strings.Contains(js, crashKey) {
 			t.Errorf("the API key is in the event log: %s", js)
 		}
 		out = append(out, js)
@@ -294,51 +304,17 @@ func normalizedLog(t *testing.T, cfg string, env []string, id string) []string {
 }
 
 // TestClaudeWarmCrashTakeover is TestClaudeCrashTakeover for a warm
-// session (--option warm=true; no policy, so the turn can run warm): the
-// thread's first turn starts the kept Claude Code process, the second is
-// handed to it, and "corral run" is SIGKILLed in the middle of that
-// second turn's answer. "corral attach --from 0" must then deliver the
-// log of an uninterrupted warm second turn of another thread, event for
-// event, once each.
+// session (--option warm=true; no policy, so the turn can run warm): see
+// warmCrashTakeover.
 func TestClaudeWarmCrashTakeover(t *testing.T) {
 	bin := testutil.AgentBin(t, "claude")
 	if !harnessRegistered(t, "claude-code") {
 		t.Skip("this corral has no claude-code harness registered (cmd/corral/harnesses.go)")
 	}
-	var answer strings.Builder
-	for i := 1; i <= 40; i++ {
-		fmt.Fprintf(&answer, "Line %02d of the answer.\n", i)
-	}
-	srv := fakemodel.New(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "Ready."}, {Text: answer.String()}},
-		Delay: 25 * time.Millisecond, ChunkSize: 12})
+	srv := fakemodel.New(t, warmCrashScript())
 	cfg, env := claudeConfigWith(t, "")
-	opts := []string{"--harness", "claude-code", "--model", "claude-sonnet-4-5", "--auth", "api-key",
-		"--option", "executable=" + bin, "--option", "baseURL=" + srv.URL, "--option", "warm=true", "--option", "isSandbox=true"}
-	// keeper is the pid of the thread's kept Claude Code process.
-	keeper := func(thread string) string {
-		t.Helper()
-		sum := sha256.Sum256([]byte(thread))
-		dir := filepath.Join(journal.DefaultDir, claudecode.WarmDirPrefix+hex.EncodeToString(sum[:8]))
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		b, err := os.ReadFile(filepath.Join(dir, "pid"))
-		if err != nil {
-			t.Fatalf("thread %s has no kept process: %v", thread, err)
-		}
-		return strings.TrimSpace(string(b))
-	}
-	claudeRun(t, cfg, env, "warm-clean", opts, nil)
-	first := keeper("warm-clean")
-	want := normalizedLog(t, cfg, env, claudeRun(t, cfg, env, "warm-clean", opts, nil))
-	if k := keeper("warm-clean"); k != first {
-		t.Fatalf("the second turn ran in process %s, the first in %s: not warm", k, first)
-	}
-	claudeRun(t, cfg, env, "warm-crash", opts, nil)
-	first = keeper("warm-crash")
-	id := claudeRun(t, cfg, env, "warm-crash", opts, func(stdout string, _ []string) bool { return strings.Contains(stdout, "Line 05") })
-	if k := keeper("warm-crash"); k != first {
-		t.Fatalf("the killed turn ran in process %s, the first in %s: not warm", k, first)
-	}
-	sameLog(t, normalizedLog(t, cfg, env, id), want)
+	warmCrashTakeover(t, cfg, env, claudecode.WarmDirPrefix, "--harness", "claude-code", "--model", "claude-sonnet-4-5", "--auth", "api-key",
+		"--option", "executable="+bin, "--option", "baseURL="+srv.URL, "--option", "warm=true", "--option", "isSandbox=true")
 }
 
 // sameLog fails unless a taken-over run's normalized log equals that of

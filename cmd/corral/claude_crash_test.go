@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,21 +19,30 @@ import (
 	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/journal"
 )
 
 // claudeScript is what the fake model plays in the Claude crash test: one
 // shell command, then a long answer streamed slowly, so that there is a
 // "mid-run" to kill the driver in.
 func claudeScript() fakemodel.Script {
+	return crashScript(fakemodel.Turn{Thinking: "Make the file first.", Command: "echo hello > made.txt"}, fakemodel.Turn{Text: crashAnswer()})
+}
+
+// crashAnswer is the crash tests' long answer: 40 numbered lines, the
+// last "Line 40 of the answer.".
+func crashAnswer() string {
 	var answer strings.Builder
 	for i := 1; i <= 40; i++ {
 		fmt.Fprintf(&answer, "Line %02d of the answer.\n", i)
 	}
-	return fakemodel.Script{
-		Turns:     []fakemodel.Turn{{Thinking: "Make the file first.", Command: "echo hello > made.txt"}, {Text: answer.String()}},
-		Delay:     25 * time.Millisecond,
-		ChunkSize: 12,
-	}
+	return answer.String()
+}
+
+// crashScript plays turns slowly (12 bytes every 25 ms), so that a long
+// answer has a middle to kill the driver in.
+func crashScript(turns ...fakemodel.Turn) fakemodel.Script {
+	return fakemodel.Script{Turns: turns, Delay: 25 * time.Millisecond, ChunkSize: 12}
 }
 
 // TestClaudeCrashTakeover runs the real Claude Code CLI (against the fake
@@ -315,6 +327,71 @@ func TestClaudeWarmCrashTakeover(t *testing.T) {
 	cfg, env := claudeConfigWith(t, "")
 	warmCrashTakeover(t, cfg, env, claudecode.WarmDirPrefix, "--harness", "claude-code", "--model", "claude-sonnet-4-5", "--auth", "api-key",
 		"--option", "executable="+bin, "--option", "baseURL="+srv.URL, "--option", "warm=true", "--option", "isSandbox=true")
+}
+
+// warmCrashScript is what the fake model plays in the warm crash tests: a
+// short first turn (it starts the kept process), then the same long
+// answer twice, streamed slowly, so that the third turn has a
+// "mid-answer" to kill the driver in and the second is what it must
+// equal.
+func warmCrashScript() fakemodel.Script {
+	return crashScript(fakemodel.Turn{Text: "Ready."}, fakemodel.Turn{Text: crashAnswer()}, fakemodel.Turn{Text: crashAnswer()})
+}
+
+// warmCrashTakeover is the warm crash-takeover test of one harness, run
+// with opts (warm=true among them) on the corral.yaml cfg, whose kept
+// process's directory (beside the journals) begins with prefix. A thread
+// takes three turns: the first starts the kept process, the second and
+// third are handed to it. "corral run" is SIGKILLed in the middle of the
+// third turn's answer, and "corral attach --from 0" from another process
+// must deliver the whole answer and the log of the uninterrupted second
+// turn, event for event, once each (the fake model gives both turns the
+// same answer; normalizedLog replaces the run's identifiers); the kept
+// process must be the same in all three turns. One thread, not a clean
+// one beside the crashed one as TestClaudeCrashTakeover has: a kept
+// OpenCode server takes seconds to start.
+func warmCrashTakeover(t *testing.T, cfg string, env []string, prefix string, opts ...string) {
+	t.Helper()
+	// The keeper directories are in the journal directory every local
+	// sandbox shares, named by the thread: a thread of this process only.
+	thread := fmt.Sprintf("warm-crash-%s%d", prefix, os.Getpid())
+	sum := sha256.Sum256([]byte(thread))
+	dir := filepath.Join(journal.DefaultDir, prefix+hex.EncodeToString(sum[:8]))
+	// keeper is the pid of the thread's kept process.
+	keeper := func() string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if err != nil {
+			t.Fatalf("thread %s has no kept process: %v", thread, err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	start := time.Now()
+	claudeRun(t, cfg, env, thread, opts, nil)
+	first := keeper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			testutil.LogFiles(t, func(name string) bool { return filepath.Base(name) == "password" }, filepath.Join(dir, "*"))
+		}
+		// "corral down" (claudeRun's cleanup, after this one) kills the
+		// sandbox's processes; this is the net under it.
+		if pid, err := strconv.Atoi(first); err == nil && pid > 0 {
+			_ = testutil.KillGroup(pid)
+		}
+		os.RemoveAll(dir)
+	})
+	t.Logf("first turn (kept process %s started): %v", first, time.Since(start))
+	want := normalizedLog(t, cfg, env, claudeRun(t, cfg, env, thread, opts, nil))
+	if k := keeper(); k != first {
+		t.Fatalf("the second turn ran in process %s, the first in %s: not warm", k, first)
+	}
+	t.Logf("second turn: %v", time.Since(start))
+	id := claudeRun(t, cfg, env, thread, opts, func(stdout string, _ []string) bool { return strings.Contains(stdout, "Line 05") })
+	if k := keeper(); k != first {
+		t.Fatalf("the killed turn ran in process %s, the first in %s: not warm", k, first)
+	}
+	t.Logf("third turn, killed and attached: %v", time.Since(start))
+	sameLog(t, normalizedLog(t, cfg, env, id), want)
 }
 
 // sameLog fails unless a taken-over run's normalized log equals that of

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,15 +26,23 @@ import (
 // shell command, then a long answer streamed slowly, so that there is a
 // "mid-run" to kill the driver in.
 func claudeScript() fakemodel.Script {
+	return crashScript(fakemodel.Turn{Thinking: "Make the file first.", Command: "echo hello > made.txt"}, fakemodel.Turn{Text: crashAnswer()})
+}
+
+// crashAnswer is the crash tests' long answer: 40 numbered lines, the
+// last "Line 40 of the answer.".
+func crashAnswer() string {
 	var answer strings.Builder
 	for i := 1; i <= 40; i++ {
 		fmt.Fprintf(&answer, "Line %02d of the answer.\n", i)
 	}
-	return fakemodel.Script{
-		Turns:     []fakemodel.Turn{{Thinking: "Make the file first.", Command: "echo hello > made.txt"}, {Text: answer.String()}},
-		Delay:     25 * time.Millisecond,
-		ChunkSize: 12,
-	}
+	return answer.String()
+}
+
+// crashScript plays turns slowly (12 bytes every 25 ms), so that a long
+// answer has a middle to kill the driver in.
+func crashScript(turns ...fakemodel.Turn) fakemodel.Script {
+	return fakemodel.Script{Turns: turns, Delay: 25 * time.Millisecond, ChunkSize: 12}
 }
 
 // TestClaudeCrashTakeover runs the real Claude Code CLI (against the fake
@@ -102,6 +111,19 @@ func claudeCrashConfig(t *testing.T) (string, []string) {
 // ("" for none).
 func claudeConfigWith(t *testing.T, policy string) (string, []string) {
 	t.Helper()
+	return agentCrashConfig(t, "ANTHROPIC_API_KEY", policy)
+}
+
+// crashKey is the fake API key the crash tests' workspaces hold; it must
+// never reach an event log.
+const crashKey = "sk-ant-fake-crash-key"
+
+// agentCrashConfig writes a corral.yaml for the local provider with a git
+// workspace, crashKey as the workspace secret named secret and the given
+// policy section ("" for none), and returns it with the environment the
+// corral processes run with (a fresh HOME and state directory).
+func agentCrashConfig(t *testing.T, secret, policy string) (string, []string) {
+	t.Helper()
 	dir := t.TempDir()
 	repo := testutil.BareRepo(t, map[string]string{"README.md": "crash test\n"})
 	yaml := fmt.Sprintf(`id: claude-crash
@@ -111,8 +133,8 @@ provider:
 workspace:
   source: {git: %q}
   secrets:
-    ANTHROPIC_API_KEY: {env: CORRAL_TEST_ANTHROPIC_KEY}
-%s`, filepath.Join(dir, "sandboxes"), repo, policy)
+    %s: {env: CORRAL_TEST_AGENT_KEY}
+%s`, filepath.Join(dir, "sandboxes"), repo, secret, policy)
 	p := filepath.Join(dir, "corral.yaml")
 	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -123,7 +145,7 @@ workspace:
 	}
 	env := append(os.Environ(),
 		"CORRAL_LEASE_TTL=1s", "XDG_STATE_HOME="+dir, "HOME="+home,
-		"CORRAL_TEST_ANTHROPIC_KEY=sk-ant-fake-crash-key",
+		"CORRAL_TEST_AGENT_KEY="+crashKey,
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
 	return p, env
 }
@@ -276,7 +298,7 @@ func normalizedLog(t *testing.T, cfg string, env []string, id string) []string {
 			_ = json.Unmarshal(ev.Value, &s)
 			session = s.ID
 		}
-		if strings.Contains(js, "sk-ant-fake-crash-key") {
+		if strings.Contains(js, crashKey) {
 			t.Errorf("the API key is in the event log: %s", js)
 		}
 		out = append(out, js)
@@ -294,50 +316,81 @@ func normalizedLog(t *testing.T, cfg string, env []string, id string) []string {
 }
 
 // TestClaudeWarmCrashTakeover is TestClaudeCrashTakeover for a warm
-// session (--option warm=true; no policy, so the turn can run warm): the
-// thread's first turn starts the kept Claude Code process, the second is
-// handed to it, and "corral run" is SIGKILLed in the middle of that
-// second turn's answer. "corral attach --from 0" must then deliver the
-// log of an uninterrupted warm second turn of another thread, event for
-// event, once each.
+// session (--option warm=true; no policy, so the turn can run warm): see
+// warmCrashTakeover.
 func TestClaudeWarmCrashTakeover(t *testing.T) {
 	bin := testutil.AgentBin(t, "claude")
 	if !harnessRegistered(t, "claude-code") {
 		t.Skip("this corral has no claude-code harness registered (cmd/corral/harnesses.go)")
 	}
-	var answer strings.Builder
-	for i := 1; i <= 40; i++ {
-		fmt.Fprintf(&answer, "Line %02d of the answer.\n", i)
-	}
-	srv := fakemodel.New(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "Ready."}, {Text: answer.String()}},
-		Delay: 25 * time.Millisecond, ChunkSize: 12})
+	srv := fakemodel.New(t, warmCrashScript())
 	cfg, env := claudeConfigWith(t, "")
-	opts := []string{"--harness", "claude-code", "--model", "claude-sonnet-4-5", "--auth", "api-key",
-		"--option", "executable=" + bin, "--option", "baseURL=" + srv.URL, "--option", "warm=true", "--option", "isSandbox=true"}
-	// keeper is the pid of the thread's kept Claude Code process.
-	keeper := func(thread string) string {
+	warmCrashTakeover(t, cfg, env, claudecode.WarmDirPrefix, "--harness", "claude-code", "--model", "claude-sonnet-4-5", "--auth", "api-key",
+		"--option", "executable="+bin, "--option", "baseURL="+srv.URL, "--option", "warm=true", "--option", "isSandbox=true")
+}
+
+// warmCrashScript is what the fake model plays in the warm crash tests: a
+// short first turn (it starts the kept process), then the same long
+// answer twice, streamed slowly, so that the third turn has a
+// "mid-answer" to kill the driver in and the second is what it must
+// equal.
+func warmCrashScript() fakemodel.Script {
+	return crashScript(fakemodel.Turn{Text: "Ready."}, fakemodel.Turn{Text: crashAnswer()}, fakemodel.Turn{Text: crashAnswer()})
+}
+
+// warmCrashTakeover is the warm crash-takeover test of one harness, run
+// with opts (warm=true among them) on the corral.yaml cfg, whose kept
+// process's directory (beside the journals) begins with prefix. A thread
+// takes three turns: the first starts the kept process, the second and
+// third are handed to it. "corral run" is SIGKILLed in the middle of the
+// third turn's answer, and "corral attach --from 0" from another process
+// must deliver the whole answer and the log of the uninterrupted second
+// turn, event for event, once each (the fake model gives both turns the
+// same answer; normalizedLog replaces the run's identifiers); the kept
+// process must be the same in all three turns. One thread, not a clean
+// one beside the crashed one as TestClaudeCrashTakeover has: a kept
+// OpenCode server takes seconds to start.
+func warmCrashTakeover(t *testing.T, cfg string, env []string, prefix string, opts ...string) {
+	t.Helper()
+	// The keeper directories are in the journal directory every local
+	// sandbox shares, named by the thread: a thread of this process only.
+	thread := fmt.Sprintf("warm-crash-%s%d", prefix, os.Getpid())
+	sum := sha256.Sum256([]byte(thread))
+	dir := filepath.Join(journal.DefaultDir, prefix+hex.EncodeToString(sum[:8]))
+	// keeper is the pid of the thread's kept process.
+	keeper := func() string {
 		t.Helper()
-		sum := sha256.Sum256([]byte(thread))
-		dir := filepath.Join(journal.DefaultDir, claudecode.WarmDirPrefix+hex.EncodeToString(sum[:8]))
-		t.Cleanup(func() { os.RemoveAll(dir) })
 		b, err := os.ReadFile(filepath.Join(dir, "pid"))
 		if err != nil {
 			t.Fatalf("thread %s has no kept process: %v", thread, err)
 		}
 		return strings.TrimSpace(string(b))
 	}
-	claudeRun(t, cfg, env, "warm-clean", opts, nil)
-	first := keeper("warm-clean")
-	want := normalizedLog(t, cfg, env, claudeRun(t, cfg, env, "warm-clean", opts, nil))
-	if k := keeper("warm-clean"); k != first {
+	start := time.Now()
+	claudeRun(t, cfg, env, thread, opts, nil)
+	first := keeper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			testutil.LogFiles(t, func(name string) bool { return filepath.Base(name) == "password" }, filepath.Join(dir, "*"))
+		}
+		// "corral down" (claudeRun's cleanup, after this one) kills the
+		// sandbox's processes; this is the net under it.
+		if pid, err := strconv.Atoi(first); err == nil && pid > 0 {
+			_ = testutil.KillGroup(pid)
+		}
+		os.RemoveAll(dir)
+	})
+	t.Logf("first turn (kept process %s started): %v", first, time.Since(start))
+	want := normalizedLog(t, cfg, env, claudeRun(t, cfg, env, thread, opts, nil))
+	if k := keeper(); k != first {
 		t.Fatalf("the second turn ran in process %s, the first in %s: not warm", k, first)
 	}
-	claudeRun(t, cfg, env, "warm-crash", opts, nil)
-	first = keeper("warm-crash")
-	id := claudeRun(t, cfg, env, "warm-crash", opts, func(stdout string, _ []string) bool { return strings.Contains(stdout, "Line 05") })
-	if k := keeper("warm-crash"); k != first {
+	t.Logf("second turn: %v", time.Since(start))
+	id := claudeRun(t, cfg, env, thread, opts, func(stdout string, _ []string) bool { return strings.Contains(stdout, "Line 05") })
+	if k := keeper(); k != first {
 		t.Fatalf("the killed turn ran in process %s, the first in %s: not warm", k, first)
 	}
+	t.Logf("third turn, killed and attached: %v", time.Since(start))
 	sameLog(t, normalizedLog(t, cfg, env, id), want)
 }
 

@@ -34,6 +34,12 @@ const (
 	recReattach     = "reattach"      // another host's client took the session over
 )
 
+// Values of a session record's Warm.
+const (
+	warmKept    = "kept"
+	warmStarted = "started"
+)
+
 // record is one journal line. Kind is under a key no ACP message uses, so a
 // record is never mistaken for a protocol message.
 type record struct {
@@ -49,6 +55,7 @@ type record struct {
 	Resumed   bool   `json:"resumed,omitempty"`
 	Previous  string `json:"previous,omitempty"` // the session asked for and not resumed
 	Mode      string `json:"mode,omitempty"`     // the session mode set for the run (session/set_mode)
+	Warm      string `json:"warm,omitempty"`     // a warm turn: warmKept (the kept agent had the session) or warmStarted (a new keeper)
 
 	// update: the notification's params as the agent sent them
 	Params json.RawMessage `json:"params,omitempty"`

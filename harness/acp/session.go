@@ -448,6 +448,10 @@ func (s *session) teardown(failed *record) {
 		}
 	}
 	s.terms.killAll(ctx)
+	if s.warm != nil {
+		// The kept agent's output is the next turn's: stop reading it.
+		_ = s.out.Kill(ctx, 0)
+	}
 	_ = s.jw.write(record{Kind: recEnd})
 	if stopKeeper {
 		if err := harness.WriteFile(ctx, s.hd, path.Join(s.req.RunDir, "stop"), nil, "600"); err != nil {

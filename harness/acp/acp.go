@@ -202,7 +202,7 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 			return harness.Invocation{}, err
 		}
 		if ok {
-			cmd = h.warmRelay(req, ws)
+			cmd = h.warmRelay(req, ws, orphanTenths)
 		}
 	}
 	if ws == nil {
@@ -231,7 +231,11 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 		cancel()
 		return harness.Invocation{}, err
 	}
-	_ = s.jw.write(record{Kind: recClient, Waiting: approvalWait.String(), Approvals: req.Approvals})
+	rec := record{Kind: recClient, Waiting: approvalWait.String(), Approvals: req.Approvals}
+	if ws != nil {
+		rec.WarmDir, rec.WarmPid = ws.dir, ws.pid
+	}
+	_ = s.jw.write(rec)
 	h.start(s, s.run)
 	return harness.Invocation{Command: cmd}, nil
 }

@@ -78,6 +78,9 @@ type record struct {
 	// client: the run's answers given before it started (approval id →
 	// allowed); Waiting holds its approvalWait
 	Approvals map[string]bool `json:"approvals,omitempty"`
+	// client of a warm turn: the keeper directory and the keeper's pid
+	WarmDir string `json:"warmDir,omitempty"`
+	WarmPid string `json:"warmPid,omitempty"`
 
 	// rpc: the request's method and JSON-RPC id (and, for a permission
 	// request, its params in Params); update, rpc and reattach: Off is the

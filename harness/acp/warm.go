@@ -55,7 +55,7 @@ type warmState struct {
 // it with its stdout appended to out.log and its stderr to err, and
 // records the agent's exit status in agent.exit.
 const ensureScript = harness.WarmAliveSh + `d=$1 dg=$2 ses=$3 r=$4; shift 4
-( umask 077 && mkdir -p "$r" && cd "$r" && rm -f in ev rc stop orphan.gone && mkfifo ev ) || exit 1
+( umask 077 && mkdir -p "$r" && cd "$r" && rm -f in ev rc stop orphan orphan.gone attach && mkfifo ev ) || exit 1
 warm_extra() { [ -n "$ses" ] && [ "$(cat "$d/session" 2>/dev/null)" = "$ses" ] && [ ! -e "$d/agent.exit" ] && printf 'off %s\n' "$(wc -c <"$d/` + outLog + `")"; }
 ` + harness.WarmCheckSh + stopFuncs + `cr_stop 5
 rm -f "$d/in" "$d/` + outLog + `" "$d/err" "$d/session" "$d/agent.exit" "$d/agent.pgid"
@@ -90,27 +90,37 @@ done`
 // the client writes to the run's FIFO $r/ev to its stdout (the journal)
 // and exits with the client's code from $r/rc. It starts no agent and
 // leaves the keeper running, except when the client asks it to stop it
-// ($r/stop: the turn failed or was cancelled), when the client went away
-// without a code (the keeper is stopped: no other client can know where
-// its turn is; the relay exits 75 as a cold relay that gave up), and on
-// SIGTERM (a cancel's kill): then the keeper's whole session and every
-// process marked with its directory is stopped (cr_stop), so nothing of
-// the turn survives. $1 the keeper directory, $2 the run's private
-// directory, $3 the keeper's pid, $4 the SIGTERM grace in tenths of a
-// second.
-const warmRelayScript = harness.WarmAliveSh + `d=$1 r=$2 kp=$3 cr_t=$4
+// ($r/stop: the turn failed or was cancelled), and on SIGTERM (a cancel's
+// kill): then the keeper's whole session and every process marked with
+// its directory is stopped (cr_stop), so nothing of the turn survives.
+// When the client goes away without a code, the relay keeps the session
+// for a client that takes it over as the cold relay does ($r/orphan,
+// claimed by renaming it to $r/attach) for up to $5 tenths of a second
+// while the keeper lives; when nobody does, it stops the keeper (no other
+// client can know where its turn is) and exits 75. $1 the keeper
+// directory, $2 the run's private directory, $3 the keeper's pid, $4 the
+// SIGTERM grace in tenths of a second, $5 the orphan wait in tenths.
+const warmRelayScript = harness.WarmAliveSh + `d=$1 r=$2 kp=$3 cr_t=$4 cr_w=$5
 ` + stopFuncs + `cr_end() { cr_stop "$cr_t" group; rm -f "$d/pid"; }
 echo "$$" >"$d/busy"
 trap 'cr_end; rm -f "$d/busy"; exit 143' TERM
 if [ "$(cat "$d/pid" 2>/dev/null)" != "$kp" ] || ! alive "$kp"; then echo "corral: the warm ACP agent $kp is gone" >&2; fi
-cat "$r/ev"
+while :; do
+  cat "$r/ev"
+  [ -s "$r/rc" ] && break
+  : >"$r/orphan"
+  cr_i=0
+  while [ -e "$r/orphan" ] && [ "$cr_i" -lt "$cr_w" ] && alive "$kp"; do sleep 0.1; cr_i=$((cr_i+1)); done
+  mv "$r/orphan" "$r/orphan.gone" 2>/dev/null
+  [ -e "$r/attach" ] || break
+  rm -f "$r/attach"
+done
 if [ -s "$r/rc" ]; then
   IFS= read -r rc <"$r/rc"
   [ -e "$r/stop" ] && cr_end
   rm -f "$d/busy"
   exit "$rc"
 fi
-: >"$r/orphan.gone"
 cr_end
 rm -f "$d/busy"
 echo "corral: the ACP client (the corral process that drove this warm session) went away; the agent was stopped and the session is lost" >&2
@@ -168,8 +178,8 @@ func (h *Harness) prepareWarm(ctx context.Context, hd sandbox.Handle, req harnes
 }
 
 // warmRelay is a warm turn's journaled command.
-func (h *Harness) warmRelay(req harness.Request, w *warmState) sandbox.Command {
-	return sandbox.Command{Args: []string{"sh", "-c", warmRelayScript, "corral-acp-warm-relay", w.dir, req.RunDir, w.pid, tenths(h.opts.KillGrace)}}
+func (h *Harness) warmRelay(req harness.Request, w *warmState, orphanTenths string) sandbox.Command {
+	return sandbox.Command{Args: []string{"sh", "-c", warmRelayScript, "corral-acp-warm-relay", w.dir, req.RunDir, w.pid, tenths(h.opts.KillGrace), orphanTenths}}
 }
 
 // rememberSession records, in the keeper directory, the session a new

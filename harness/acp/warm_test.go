@@ -450,3 +450,110 @@ func (th *thread) benchTurn(b *testing.B, prompt string) int {
 	}
 	return exit.Code
 }
+
+// warmCrashRequest is the warm thread of TestWarmTakeover's runs.
+func warmCrashRequest(hd sandbox.Handle, jdir, bin, runID, prompt, session string) (harness.Request, journal.Paths, error) {
+	paths, err := journal.PathsFor(jdir, runID)
+	if err != nil {
+		return harness.Request{}, paths, err
+	}
+	return harness.Request{Run: harness.Run{RunID: runID, ThreadID: "t-warm"}, Prompt: prompt, Session: session,
+		Args:    []string{bin, "-no-permission", "-load", "-pause", filepath.Join(jdir, "go-on"), "-calls", filepath.Join(jdir, "calls")},
+		Options: map[string]string{acp.OptWarm: "true"}, RunDir: paths.Files, Journal: paths.Journal,
+		WorkspaceRoot: hd.WorkspaceRoot(), Policy: &sandbox.Policy{Default: sandbox.Allow}}, paths, nil
+}
+
+// warmCrashTurns is the crash child's warm thread: a first turn to its
+// end (the keeper then holds sess-known), and the request of the second,
+// which pauses mid-answer (the child dies there).
+func warmCrashTurns(ctx context.Context, h *acp.Harness, hd sandbox.Handle, jdir, bin string) (harness.Request, error) {
+	req, paths, err := warmCrashRequest(hd, jdir, bin, "run-warm-1", "one", "sess-known")
+	if err != nil {
+		return req, err
+	}
+	inv, err := h.Prepare(ctx, hd, req)
+	if err != nil {
+		return req, err
+	}
+	nonce := journal.NewNonce()
+	if err := journal.Start(ctx, hd, journal.Spec{Paths: paths, Nonce: nonce, Agent: inv.Command}); err != nil {
+		return req, err
+	}
+	rd := &journal.Reader{Handle: hd, Paths: paths, Nonce: nonce, FirstByteTimeout: 30 * time.Second}
+	exit, err := rd.Read(ctx, 0, func(journal.Line) error { return nil })
+	if err != nil {
+		return req, err
+	}
+	if exit.Code != 0 {
+		return req, fmt.Errorf("the first warm turn exited %d", exit.Code)
+	}
+	if err := h.Wait(ctx, req.RunID); err != nil {
+		return req, err
+	}
+	req, _, err = warmCrashRequest(hd, jdir, bin, "run-crash", "PAUSE two", "sess-known")
+	return req, err
+}
+
+// TestWarmTakeover: the corral process that drives a warm turn dies
+// mid-answer (the turn runs on the keeper a previous run left). Another
+// process takes the run over (Harness.Reattach): its client attaches to
+// the same kept agent, and the turn ends with the whole answer, every
+// line of it once; the kept agent is the same process before and after,
+// and the thread's next turn is warm on it.
+func TestWarmTakeover(t *testing.T) {
+	bin := agent(t)
+	hd := newSandbox(t)
+	jdir := t.TempDir()
+	nonce := journal.NewNonce()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashChildEnv+"=1", "CRASH_WARM=1", "CRASH_SANDBOX="+hd.ID(), "CRASH_JOURNALS="+jdir, "CRASH_AGENT="+bin, "CRASH_NONCE="+nonce)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the crashing host failed before it crashed: %v\n%s", err, out)
+	}
+	th := &thread{t: t, hd: hd, dir: jdir, id: "t-warm"}
+	t.Cleanup(th.stopKeeper)
+	pid := th.keeperPid()
+	ctx := testCtx(t)
+	h := newHarness(t)
+	req, paths, err := warmCrashRequest(hd, jdir, bin, "run-crash", "PAUSE two", "sess-known")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reattach(ctx, hd, req); err != nil {
+		t.Fatal(err)
+	}
+	// Let the agent go on once the new client holds the session.
+	go func() {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if b, _ := os.ReadFile(paths.Journal); strings.Contains(string(b), `"corral_acp":"reattach"`) {
+				break
+			}
+		}
+		_ = os.WriteFile(filepath.Join(jdir, "go-on"), nil, 0o600)
+	}()
+	res := readJournal(t, ctx, h, hd, paths, nonce, req.Run)
+	if err := h.Wait(ctx, req.RunID); err != nil {
+		t.Fatal(err)
+	}
+	evs := res.events
+	checkWellFormed(t, evs)
+	if last(evs).Type != event.RunFinished || res.exit != 0 {
+		t.Fatalf("exit %d: %s", res.exit, dump(evs))
+	}
+	got := text(evs, event.TextMessageContent)
+	if strings.Count(got, "Working on: PAUSE two") != 1 || strings.Count(got, "input.txt: the input") != 1 {
+		t.Errorf("the answer, every line once: %q", got)
+	}
+	if th.keeperPid() != pid || !alive(pid) {
+		t.Errorf("the kept agent changed: %d → %d", pid, th.keeperPid())
+	}
+	th.h, th.args, th.options, th.session = h, req.Args, req.Options, "sess-known"
+	if res, sess := th.turn(t, "three"); res.exit != 0 || sess["warm"] != "kept" {
+		t.Fatalf("the next turn: session %v: %s", sess, dump(res.events))
+	}
+	cs := calls(t, filepath.Join(jdir, "calls"))
+	if methods(cs) != "initialize load prompt prompt prompt" || cs[0][1] != cs[4][1] {
+		t.Errorf("calls %v: want one process, one initialize", cs)
+	}
+	t.Logf("keeper %d; calls %v", pid, cs)
+}

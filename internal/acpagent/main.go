@@ -18,7 +18,8 @@
 // client." and ends the turn cancelled; -hang-on WORD does so only for a
 // prompt that contains WORD. -calls FILE notes every initialize,
 // session/new, session/load and session/prompt with the agent's pid (the
-// warm-session tests count them).
+// warm-session tests count them); -pause FILE holds a turn whose prompt
+// contains PAUSE after its first message until FILE exists.
 //
 // For the containment tests: -launcher starts the agent as a child with
 // the same stdio and waits for it, the way an npm launcher does (SIGTERM
@@ -56,7 +57,7 @@ type config struct {
 	cmd, write, stop                    string
 	cancelDelay                         time.Duration
 	signals, exitGate                   string
-	calls, hangOn                       string
+	calls, hangOn, pause                string
 	models                              []string // offered models; empty: no choice
 	modelVia                            string   // "config" (a model config option) or "models" (session/set_model)
 }
@@ -93,6 +94,7 @@ func main() {
 	flag.StringVar(&cfg.signals, "signals", "", "append a line to this file for every session/cancel (\"cancel\") and SIGTERM (\"TERM\") received")
 	flag.StringVar(&cfg.calls, "calls", "", "append \"METHOD PID\" to this file for every initialize, session/new, session/load and session/prompt")
 	flag.StringVar(&cfg.hangOn, "hang-on", "", "block a turn whose prompt contains this word until it is cancelled, as -hang does")
+	flag.StringVar(&cfg.pause, "pause", "", "a turn whose prompt contains PAUSE waits after its first message until this file exists")
 	models := flag.String("models", "", "offer these models (comma-separated; the first is the default)")
 	flag.StringVar(&cfg.modelVia, "model-via", "config", "how models are offered: config (a config option of category model) or models (session/set_model)")
 	flag.Parse()
@@ -338,6 +340,12 @@ func (t *turn) play(prompt string, mcp []string) error {
 	}
 	if t.a.cfg.crash {
 		os.Exit(3)
+	}
+	for t.a.cfg.pause != "" && strings.Contains(prompt, "PAUSE") {
+		if _, err := os.Stat(t.a.cfg.pause); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if t.a.cfg.hang || (t.a.cfg.hangOn != "" && strings.Contains(prompt, t.a.cfg.hangOn)) {
 		<-t.ctx.Done()

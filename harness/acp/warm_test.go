@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,6 +37,8 @@ type thread struct {
 	options map[string]string
 	env     map[string]string
 	n       int
+	// benchTurn: from Prepare to the first agent message in the journal
+	firstText time.Duration
 }
 
 func newThread(t *testing.T, h *acp.Harness, hd sandbox.Handle, warm bool, args ...string) *thread {
@@ -361,7 +364,8 @@ func TestWarmCancelLeavesNothing(t *testing.T) {
 
 // BenchmarkNextTurn is the pair: a thread's next turn started cold (a new
 // agent process, initialize, session/load) and warm (session/prompt to the
-// kept agent), from Prepare to the end of the journal.
+// kept agent), from Prepare to the end of the journal; first-text-ms is
+// the median from Prepare to the journal's first agent message.
 func BenchmarkNextTurn(b *testing.B) {
 	for _, warm := range []bool{false, true} {
 		name := "cold"
@@ -379,12 +383,15 @@ func BenchmarkNextTurn(b *testing.B) {
 			if res := th.benchTurn(b, "warm up"); res != 0 {
 				b.Fatalf("warm-up turn exited %d", res)
 			}
-			b.ResetTimer()
+			var first []time.Duration
 			for b.Loop() {
 				if res := th.benchTurn(b, "next"); res != 0 {
 					b.Fatalf("turn exited %d", res)
 				}
+				first = append(first, th.firstText)
 			}
+			slices.Sort(first)
+			b.ReportMetric(float64(first[len(first)/2].Microseconds())/1000, "first-text-ms")
 		})
 	}
 }
@@ -432,6 +439,8 @@ func (th *thread) benchTurn(b *testing.B, prompt string) int {
 		b.Fatal(err)
 	}
 	req.RunDir, req.Journal, req.WorkspaceRoot = paths.Files, paths.Journal, th.hd.WorkspaceRoot()
+	t0 := time.Now()
+	th.firstText = 0
 	inv, err := th.h.Prepare(ctx, th.hd, req)
 	if err != nil {
 		b.Fatal(err)
@@ -441,7 +450,12 @@ func (th *thread) benchTurn(b *testing.B, prompt string) int {
 		b.Fatal(err)
 	}
 	rd := &journal.Reader{Handle: th.hd, Paths: paths, Nonce: nonce, FirstByteTimeout: 30 * time.Second}
-	exit, err := rd.Read(ctx, 0, func(journal.Line) error { return nil })
+	exit, err := rd.Read(ctx, 0, func(l journal.Line) error {
+		if th.firstText == 0 && strings.Contains(string(l.Data), `"agent_message_chunk"`) {
+			th.firstText = time.Since(t0)
+		}
+		return nil
+	})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -190,12 +190,29 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 	if err := cmd.Validate(); err != nil {
 		return harness.Invocation{}, err
 	}
-	res, err := hd.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", fifoScript, "corral-acp-fifo", req.RunDir}})
+	warm, err := harness.ParseWarmOption(req.Options)
 	if err != nil {
-		return harness.Invocation{}, err
+		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, OptWarm, "%q: want true or false", req.Options[OptWarm])
 	}
-	if res.ExitCode != 0 {
-		return harness.Invocation{}, sandbox.Errorf(sandbox.Internal, op, req.RunID, "making the relay's FIFOs exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	var ws *warmState
+	var off int64
+	if warm {
+		var ok bool
+		if ws, off, ok, err = h.prepareWarm(ctx, hd, req, servers); err != nil {
+			return harness.Invocation{}, err
+		}
+		if ok {
+			cmd = h.warmRelay(req, ws, orphanTenths)
+		}
+	}
+	if ws == nil {
+		res, err := hd.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", fifoScript, "corral-acp-fifo", req.RunDir}})
+		if err != nil {
+			return harness.Invocation{}, err
+		}
+		if res.ExitCode != 0 {
+			return harness.Invocation{}, sandbox.Errorf(sandbox.Internal, op, req.RunID, "making the relay's FIFOs exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
 	}
 
 	h.mu.Lock()
@@ -206,12 +223,19 @@ func (h *Harness) Prepare(ctx context.Context, hd sandbox.Handle, req harness.Re
 	sctx, cancel := context.WithCancel(h.base)
 	h.mu.Unlock()
 	s := &session{h: h, hd: hd, req: req, ctx: sctx, cancel: cancel, decisions: req.Approvals, mcp: servers,
-		startTimeout: startTimeout, approvalWait: approvalWait, log: h.opts.Logger.With("run", req.RunID)}
-	if err := s.spawn(0); err != nil {
+		startTimeout: startTimeout, approvalWait: approvalWait, log: h.opts.Logger.With("run", req.RunID), warm: ws}
+	if ws != nil {
+		s.idBase = idBase()
+	}
+	if err := s.spawn(off); err != nil {
 		cancel()
 		return harness.Invocation{}, err
 	}
-	_ = s.jw.write(record{Kind: recClient, Waiting: approvalWait.String(), Approvals: req.Approvals})
+	rec := record{Kind: recClient, Waiting: approvalWait.String(), Approvals: req.Approvals}
+	if ws != nil {
+		rec.WarmDir, rec.WarmPid = ws.dir, ws.pid
+	}
+	_ = s.jw.write(rec)
 	h.start(s, s.run)
 	return harness.Invocation{Command: cmd}, nil
 }

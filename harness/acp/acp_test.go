@@ -578,6 +578,7 @@ func TestPrepareRefuses(t *testing.T) {
 		{"NoWritableStdin", noStdin{hd}, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x"}, sandbox.Unimplemented},
 		{"BadMCP", hd, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x", MCPServers: []sandbox.MCPServer{{Name: "x"}}}, sandbox.InvalidArgument},
 		{"BadStartTimeout", hd, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x", Options: map[string]string{acp.OptionStartTimeout: "soon"}}, sandbox.InvalidArgument},
+		{"BadWarm", hd, harness.Request{Args: []string{"agent"}, RunDir: "/tmp/x", Options: map[string]string{acp.OptWarm: "sometimes"}}, sandbox.InvalidArgument},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

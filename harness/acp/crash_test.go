@@ -58,6 +58,13 @@ func crashChild() int {
 		h = acp.New(acp.Options{ReattachWait: time.Minute})
 		mark = `"waiting"`
 	}
+	if os.Getenv("CRASH_WARM") != "" {
+		h = acp.New(acp.Options{ReattachWait: time.Minute})
+		if req, err = warmCrashTurns(ctx, h, hd, jdir, bin); err != nil {
+			return fail(err)
+		}
+		mark = "Working on: PAUSE"
+	}
 	inv, err := h.Prepare(ctx, hd, req)
 	if err != nil {
 		return fail(err)

@@ -71,6 +71,56 @@
 //     turn in time (or a session this process does not hold) has the
 //     journaled process tree killed, as for any run.
 //
+// # Warm sessions
+//
+// With option warm=true (OptWarm) the thread's agent process is kept
+// running in the sandbox between the thread's runs (warm.go), and a next
+// turn skips the agent's start, initialize and session/new or load:
+//
+//   - The keeper. Prepare (one exec through the handle, not under a run's
+//     journal wrapper, so a run's process-scope kill does not reach it)
+//     starts the agent under setsid in the thread's keeper directory
+//     (harness.WarmDir with prefix WarmDirPrefix, beside the journals,
+//     0700), marked with MarkerEnv=<that directory>: its stdin a FIFO the
+//     keeper holds open read-write, its stdout appended to out.log. The
+//     directory records its pid, a digest of what is baked into it (argv,
+//     environment with secrets hashed, MCP servers with secrets expanded,
+//     cwd, authMethod, model and mode) and the ACP session it holds.
+//   - The turn. The journaled command is a relay attached to the kept
+//     agent (warmRelayScript): it starts no agent, marks the keeper busy
+//     and copies the client's records to the journal, as the cold relay
+//     does. The client reads the agent's log from its size at Prepare and
+//     writes its FIFO. When the keeper already holds the turn's session
+//     (Request.Session) the client sends session/prompt only (the session
+//     record says warm "kept"); a new keeper is initialized and loads (or
+//     starts) the session as a cold turn does (warm "started"). Its
+//     JSON-RPC request ids are shifted by a per-client base (microseconds
+//     since the epoch), so they never collide with an earlier client's.
+//     The end of the turn leaves the agent running.
+//   - Takeover: the relay keeps an orphaned warm session for reattachWait
+//     as the cold relay does; Reattach finds the keeper in the journal's
+//     client record and attaches a new client to the same kept agent.
+//     When nobody does, the relay stops the keeper and exits 75
+//     (acp-session-lost), and the thread's next turn is cold.
+//   - Cancel: session/cancel first. A warm turn that was cancelled, or
+//     failed, has the relay stop the keeper ($RunDir/stop); an agent that
+//     does not end its turn within CancelGrace gets the relay killed,
+//     whose SIGTERM trap stops the keeper's whole session and every
+//     process marked with its directory. Nothing of the turn survives;
+//     the next turn is cold.
+//   - Fallback: no live keeper (a zombie is dead), a digest or session
+//     that differs, or a relay that died mid-turn (the busy file names a
+//     dead pid): Prepare stops what is left (its session and its marked
+//     processes) and starts a new keeper, which loads the thread's
+//     session with session/load. A keeper busy with another live turn of
+//     the thread, no thread, or a sandbox without setsid or mkfifo runs
+//     the turn cold.
+//
+// The policy and approvals stay per turn (the client answers every
+// request); MCP servers, model and mode are baked into the session, and a
+// change starts a new keeper. Runs of a warm session get no per-run
+// agent tools from the runner (harness.Warmer).
+//
 // # Containment
 //
 // The relay starts the agent in a session and process group of its own

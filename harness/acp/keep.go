@@ -133,7 +133,7 @@ func (h *Harness) reattach(base context.Context, hd sandbox.Handle, req harness.
 	h.mu.Unlock()
 	s := &session{h: h, hd: hd, req: req, ctx: sctx, cancel: scancel, decisions: st.decisions, approvalWait: st.wait,
 		startTimeout: h.opts.StartTimeout, log: h.opts.Logger.With("run", req.RunID),
-		promptID: st.promptID, promptResp: make(chan []byte, 1)}
+		promptID: st.promptID, promptResp: make(chan []byte, 1), warm: st.warm}
 	if err := s.spawn(st.off); err != nil {
 		scancel()
 		return err
@@ -161,6 +161,7 @@ type resumeState struct {
 	decisions map[string]bool
 	off       int64 // the offset past the last line of the agent's output journaled
 	pending   []*pendingPermission
+	warm      *warmState // a warm turn: the kept agent it runs on
 }
 
 // readState rebuilds a turn's state from its journal. A permission record
@@ -187,6 +188,9 @@ func readState(journal []byte) *resumeState {
 			}
 			for k, v := range r.Approvals {
 				st.decisions[k] = v
+			}
+			if r.WarmDir != "" && r.WarmPid != "" {
+				st.warm = &warmState{dir: r.WarmDir, pid: r.WarmPid, found: true}
 			}
 		case recSession:
 			st.sessionID = r.SessionID

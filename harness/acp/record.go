@@ -34,6 +34,12 @@ const (
 	recReattach     = "reattach"      // another host's client took the session over
 )
 
+// Values of a session record's Warm.
+const (
+	warmKept    = "kept"
+	warmStarted = "started"
+)
+
 // record is one journal line. Kind is under a key no ACP message uses, so a
 // record is never mistaken for a protocol message.
 type record struct {
@@ -49,6 +55,7 @@ type record struct {
 	Resumed   bool   `json:"resumed,omitempty"`
 	Previous  string `json:"previous,omitempty"` // the session asked for and not resumed
 	Mode      string `json:"mode,omitempty"`     // the session mode set for the run (session/set_mode)
+	Warm      string `json:"warm,omitempty"`     // a warm turn: warmKept (the kept agent had the session) or warmStarted (a new keeper)
 
 	// update: the notification's params as the agent sent them
 	Params json.RawMessage `json:"params,omitempty"`
@@ -71,6 +78,9 @@ type record struct {
 	// client: the run's answers given before it started (approval id →
 	// allowed); Waiting holds its approvalWait
 	Approvals map[string]bool `json:"approvals,omitempty"`
+	// client of a warm turn: the keeper directory and the keeper's pid
+	WarmDir string `json:"warmDir,omitempty"`
+	WarmPid string `json:"warmPid,omitempty"`
 
 	// rpc: the request's method and JSON-RPC id (and, for a permission
 	// request, its params in Params); update, rpc and reattach: Off is the

@@ -63,6 +63,10 @@ type session struct {
 	cancelOnce sync.Once
 	done       chan struct{}
 	abandoned  atomic.Bool // the client vanished without a word (tests: a host that dies)
+	// A warm turn (option warm=true): the thread's kept agent, and the
+	// offset this client adds to its JSON-RPC request ids.
+	warm   *warmState
+	idBase uint64
 }
 
 var _ acpsdk.Client = (*session)(nil)
@@ -82,8 +86,13 @@ func (s *session) spawn(off int64) error {
 		p, err = s.hd.Spawn(s.helpers, sandbox.Command{Args: append([]string{"sh", "-c", script, "corral-acp-" + name}, args...)})
 		return p
 	}
-	s.in = start("in", inScript, path.Join(dir, "in"))
-	s.out = start("out", outScript, dir, strconv.FormatInt(off, 10))
+	if s.warm != nil {
+		s.in = start("in", inScript, path.Join(s.warm.dir, "in"))
+		s.out = start("out", warmOutScript, s.warm.dir, s.warm.pid, strconv.FormatInt(off, 10))
+	} else {
+		s.in = start("in", inScript, path.Join(dir, "in"))
+		s.out = start("out", outScript, dir, strconv.FormatInt(off, 10))
+	}
 	s.ev = start("ev", evScript, path.Join(dir, "ev"))
 	if err != nil {
 		s.killHelpers()
@@ -120,6 +129,9 @@ type agentInput struct {
 func (a *agentInput) Write(b []byte) (int, error) {
 	if a.dead.Load() {
 		return 0, io.ErrClosedPipe
+	}
+	if a.s.idBase != 0 {
+		b = rewriteID(b, a.s.idBase)
 	}
 	if bytes.Contains(b, []byte(`"`+acpsdk.AgentMethodSessionPrompt+`"`)) {
 		var m struct {
@@ -161,6 +173,9 @@ func (s *session) tee(r io.Reader, w *io.PipeWriter) {
 			off += int64(len(line))
 			s.journalLine(line, off)
 			s.off.Store(off)
+			if s.idBase != 0 {
+				line = unshiftID(line, s.idBase)
+			}
 			if _, werr := w.Write(line); werr != nil {
 				_ = w.CloseWithError(werr)
 				return
@@ -210,6 +225,36 @@ func (s *session) run() {
 }
 
 func (s *session) drive() *record {
+	var sid acpsdk.SessionId
+	if s.warm != nil && s.warm.found {
+		// The kept agent holds the session already: the prompt is all.
+		sid = acpsdk.SessionId(s.req.Session)
+		_ = s.jw.write(record{Kind: recSession, SessionID: string(sid), Resumed: true, Mode: s.req.Mode, Warm: warmKept})
+		s.sid.Store(sid)
+	} else {
+		var failed *record
+		if sid, failed = s.open(); failed != nil {
+			return failed
+		}
+		if s.warm != nil {
+			s.rememberSession(s.ctx, string(sid))
+		}
+	}
+	resp, err := s.conn.Prompt(s.ctx, acpsdk.PromptRequest{SessionId: sid, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(s.req.Prompt)}})
+	if err != nil {
+		return s.failure("session/prompt", err)
+	}
+	var usage json.RawMessage
+	if resp.Usage != nil {
+		usage, _ = json.Marshal(resp.Usage)
+	}
+	_ = s.jw.write(record{Kind: recPrompt, StopReason: string(resp.StopReason), Usage: usage})
+	s.stopped = resp.StopReason
+	return nil
+}
+
+// open initializes the agent and opens the run's session: loaded, or new.
+func (s *session) open() (acpsdk.SessionId, *record) {
 	initCtx, cancel := context.WithTimeout(s.ctx, s.startTimeout)
 	init, err := s.conn.Initialize(initCtx, acpsdk.InitializeRequest{
 		ProtocolVersion: acpsdk.ProtocolVersionNumber,
@@ -223,13 +268,13 @@ func (s *session) drive() *record {
 	cancel()
 	if err != nil {
 		if timedOut {
-			return &record{Kind: recError, Code: "acp-start-timeout",
+			return "", &record{Kind: recError, Code: "acp-start-timeout",
 				Message: fmt.Sprintf("the ACP agent did not answer initialize within %s", s.startTimeout)}
 		}
-		return s.failure("initialize", err)
+		return "", s.failure("initialize", err)
 	}
 	if int(init.ProtocolVersion) > acpsdk.ProtocolVersionNumber {
-		return &record{Kind: recError, Code: "acp-protocol",
+		return "", &record{Kind: recError, Code: "acp-protocol",
 			Message: fmt.Sprintf("the agent speaks ACP version %d; corral speaks %d", init.ProtocolVersion, acpsdk.ProtocolVersionNumber)}
 	}
 	agent := ""
@@ -256,11 +301,11 @@ func (s *session) drive() *record {
 			found = found || id == method
 		}
 		if !found {
-			return &record{Kind: recError, Code: "acp-auth",
+			return "", &record{Kind: recError, Code: "acp-auth",
 				Message: fmt.Sprintf("the agent does not offer the authentication method %q (it offers: %s)", method, strings.Join(ids, ", "))}
 		}
 		if _, err := s.conn.Authenticate(s.ctx, acpsdk.AuthenticateRequest{MethodId: method}); err != nil {
-			return s.failure("authenticate", err)
+			return "", s.failure("authenticate", err)
 		}
 	}
 
@@ -283,7 +328,7 @@ func (s *session) drive() *record {
 				sid, rec.Resumed = acpsdk.SessionId(prev), true
 				configs, models = loaded.ConfigOptions, loaded.Models
 			case s.ctx.Err() != nil || s.agentGone():
-				return s.failure("session/load", err)
+				return "", s.failure("session/load", err)
 			default:
 				rec.Reason = "session/load failed: " + errText(err)
 			}
@@ -297,7 +342,7 @@ func (s *session) drive() *record {
 	if sid == "" {
 		resp, err := s.conn.NewSession(s.ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: servers})
 		if err != nil {
-			return s.failure("session/new", err)
+			return "", s.failure("session/new", err)
 		}
 		sid, configs, models = resp.SessionId, resp.ConfigOptions, resp.Models
 	}
@@ -305,30 +350,22 @@ func (s *session) drive() *record {
 	rec.Mode = s.req.Mode
 	if s.req.Model != "" {
 		if failed := s.setModel(sid, configs, models); failed != nil {
-			return failed
+			return "", failed
 		}
 	}
 	if s.req.Mode != "" {
 		// The run's mode: the agent must know it (its session's
 		// availableModes), else the run fails.
 		if _, err := s.conn.SetSessionMode(s.ctx, acpsdk.SetSessionModeRequest{SessionId: sid, ModeId: acpsdk.SessionModeId(s.req.Mode)}); err != nil {
-			return s.failure("session/set_mode", err)
+			return "", s.failure("session/set_mode", err)
 		}
+	}
+	if s.warm != nil {
+		rec.Warm = warmStarted
 	}
 	_ = s.jw.write(rec)
 	s.sid.Store(sid)
-
-	resp, err := s.conn.Prompt(s.ctx, acpsdk.PromptRequest{SessionId: sid, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(s.req.Prompt)}})
-	if err != nil {
-		return s.failure("session/prompt", err)
-	}
-	var usage json.RawMessage
-	if resp.Usage != nil {
-		usage, _ = json.Marshal(resp.Usage)
-	}
-	_ = s.jw.write(record{Kind: recPrompt, StopReason: string(resp.StopReason), Usage: usage})
-	s.stopped = resp.StopReason
-	return nil
+	return sid, nil
 }
 
 func (s *session) agentGone() bool {
@@ -390,15 +427,37 @@ func (s *session) teardown(failed *record) {
 	if c, ok := s.in.Stdin().(io.Closer); ok {
 		_ = c.Close()
 	}
-	if _, err := s.hd.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", closeInScript, "corral-acp-close", s.req.RunDir}}); err != nil {
-		s.log.Debug("acp: closing the agent's stdin failed", "err", err)
-	}
-	select {
-	case <-s.conn.Done():
-	case <-time.After(s.h.opts.ExitGrace):
+	stopKeeper := false
+	if s.warm != nil {
+		// The kept agent stays for the thread's next turn, unless the
+		// turn failed or was cancelled: then nothing of it may survive,
+		// and the next turn starts cold.
+		select {
+		case <-s.cancelling:
+			stopKeeper = true
+		default:
+			stopKeeper = failed != nil || s.stopped == acpsdk.StopReasonCancelled || s.agentGone()
+		}
+	} else {
+		if _, err := s.hd.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", closeInScript, "corral-acp-close", s.req.RunDir}}); err != nil {
+			s.log.Debug("acp: closing the agent's stdin failed", "err", err)
+		}
+		select {
+		case <-s.conn.Done():
+		case <-time.After(s.h.opts.ExitGrace):
+		}
 	}
 	s.terms.killAll(ctx)
+	if s.warm != nil {
+		// The kept agent's output is the next turn's: stop reading it.
+		_ = s.out.Kill(ctx, 0)
+	}
 	_ = s.jw.write(record{Kind: recEnd})
+	if stopKeeper {
+		if err := harness.WriteFile(ctx, s.hd, path.Join(s.req.RunDir, "stop"), nil, "600"); err != nil {
+			s.log.Warn("acp: asking the relay to stop the warm agent failed", "err", err)
+		}
+	}
 	if err := harness.WriteFile(ctx, s.hd, path.Join(s.req.RunDir, "rc"), []byte(strconv.Itoa(code)+"\n"), "600"); err != nil {
 		s.log.Warn("acp: recording the relay's exit code failed", "err", err)
 	}
@@ -409,6 +468,9 @@ func (s *session) teardown(failed *record) {
 		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 		_, _ = p.Wait(wctx)
 		wcancel()
+	}
+	if s.warm != nil {
+		return // the relay stopped the kept agent, if it had to
 	}
 	// The relay stopped the agent's processes; this catches what a relay
 	// killed before it could left behind.
@@ -462,132 +524,3 @@ func (s *session) WriteTextFile(ctx context.Context, p acpsdk.WriteTextFileReque
 
 // SessionUpdate does nothing: the tee journaled the notification already.
 func (s *session) SessionUpdate(context.Context, acpsdk.SessionNotification) error { return nil }
-
-// shellMeta are the characters that make a terminal command line need a
-// shell.
-const shellMeta = " \t\n|&;<>()$`\\\"'*?[]#~=%"
-
-// CreateTerminal serves terminal/create: the command runs in the sandbox,
-// gated by the policy's command rules.
-func (s *session) CreateTerminal(_ context.Context, p acpsdk.CreateTerminalRequest) (acpsdk.CreateTerminalResponse, error) {
-	if p.Command == "" {
-		return acpsdk.CreateTerminalResponse{}, sandbox.Errorf(sandbox.InvalidArgument, "harness.acp", "terminal", "empty command")
-	}
-	var cmd sandbox.Command
-	text := commandLine(p.Command, p.Args)
-	switch {
-	case len(p.Args) > 0:
-		cmd.Args = append([]string{p.Command}, p.Args...)
-	case strings.ContainsAny(p.Command, shellMeta):
-		cmd.Shell = p.Command
-	default:
-		cmd.Args = []string{p.Command}
-	}
-	if p.Cwd != nil && *p.Cwd != "" {
-		rel, err := workspaceRel(*p.Cwd, s.req.WorkspaceRoot)
-		if err != nil {
-			return acpsdk.CreateTerminalResponse{}, err
-		}
-		cmd.Dir = sandbox.PortablePath(rel)
-	}
-	if len(p.Env) > 0 {
-		cmd.Env = map[string]string{}
-		for _, e := range p.Env {
-			cmd.Env[e.Name] = e.Value
-		}
-	}
-	if err := cmd.Validate(); err != nil {
-		return acpsdk.CreateTerminalResponse{}, err
-	}
-	res := s.resolve(sandbox.ApproveCommand, text)
-	rec := record{Kind: recTerminal, Gate: string(sandbox.ApproveCommand), Target: text, Title: "Run " + text, Command: text,
-		Decision: decision(res), ApprovalID: res.ID, NeedsApproval: res.NeedsApproval, Off: s.off.Load()}
-	if res.Decision != sandbox.Allow {
-		_ = s.jw.write(rec)
-		return acpsdk.CreateTerminalResponse{}, denied(res, "running "+text)
-	}
-	limit := 0
-	if p.OutputByteLimit != nil {
-		limit = *p.OutputByteLimit
-	}
-	t, err := s.terms.start(s.helpers, s.hd, cmd, limit, func(t *terminal) {
-		out, cut := t.output(journalOutputLimit)
-		code := t.code
-		_ = s.jw.write(record{Kind: recTerminalExit, TerminalID: t.id, Command: text, Output: out, Truncated: cut, ExitCode: &code})
-	})
-	if err != nil {
-		return acpsdk.CreateTerminalResponse{}, err
-	}
-	rec.TerminalID = t.id
-	_ = s.jw.write(rec)
-	return acpsdk.CreateTerminalResponse{TerminalId: t.id}, nil
-}
-
-func (s *session) terminal(id string) (*terminal, error) {
-	t, ok := s.terms.get(id)
-	if !ok {
-		return nil, sandbox.Errorf(sandbox.NotFound, "harness.acp", id, "no such terminal")
-	}
-	return t, nil
-}
-
-func exitStatus(t *terminal) *acpsdk.TerminalExitStatus {
-	if !t.exited() {
-		return nil
-	}
-	code := t.code
-	return &acpsdk.TerminalExitStatus{ExitCode: &code}
-}
-
-// TerminalOutput serves terminal/output.
-func (s *session) TerminalOutput(_ context.Context, p acpsdk.TerminalOutputRequest) (acpsdk.TerminalOutputResponse, error) {
-	t, err := s.terminal(p.TerminalId)
-	if err != nil {
-		return acpsdk.TerminalOutputResponse{}, err
-	}
-	st := exitStatus(t)
-	out, cut := t.output(0)
-	return acpsdk.TerminalOutputResponse{Output: out, Truncated: cut, ExitStatus: st}, nil
-}
-
-// WaitForTerminalExit serves terminal/wait_for_exit.
-func (s *session) WaitForTerminalExit(ctx context.Context, p acpsdk.WaitForTerminalExitRequest) (acpsdk.WaitForTerminalExitResponse, error) {
-	t, err := s.terminal(p.TerminalId)
-	if err != nil {
-		return acpsdk.WaitForTerminalExitResponse{}, err
-	}
-	select {
-	case <-t.done:
-	case <-ctx.Done():
-		return acpsdk.WaitForTerminalExitResponse{}, ctx.Err()
-	}
-	code := t.code
-	return acpsdk.WaitForTerminalExitResponse{ExitCode: &code}, nil
-}
-
-// KillTerminal serves terminal/kill: the command dies, the terminal stays.
-func (s *session) KillTerminal(ctx context.Context, p acpsdk.KillTerminalRequest) (acpsdk.KillTerminalResponse, error) {
-	t, err := s.terminal(p.TerminalId)
-	if err != nil {
-		return acpsdk.KillTerminalResponse{}, err
-	}
-	if err := t.proc.Kill(ctx, 0); err != nil {
-		return acpsdk.KillTerminalResponse{}, err
-	}
-	return acpsdk.KillTerminalResponse{}, nil
-}
-
-// ReleaseTerminal serves terminal/release: the command dies if it still
-// runs, and the terminal is forgotten.
-func (s *session) ReleaseTerminal(ctx context.Context, p acpsdk.ReleaseTerminalRequest) (acpsdk.ReleaseTerminalResponse, error) {
-	t, ok := s.terms.remove(p.TerminalId)
-	if !ok {
-		return acpsdk.ReleaseTerminalResponse{}, sandbox.Errorf(sandbox.NotFound, "harness.acp", p.TerminalId, "no such terminal")
-	}
-	if !t.exited() {
-		if err := t.proc.Kill(ctx, 0); err != nil {
-			return acpsdk.ReleaseTerminalResponse{}, err
-		}
-	}
-	return acpsdk.ReleaseTerminalResponse{}, nil
-}

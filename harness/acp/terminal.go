@@ -4,9 +4,12 @@ import (
 	"context"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -168,4 +171,133 @@ func (ts *terminals) killAll(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// shellMeta are the characters that make a terminal command line need a
+// shell.
+const shellMeta = " \t\n|&;<>()$`\\\"'*?[]#~=%"
+
+// CreateTerminal serves terminal/create: the command runs in the sandbox,
+// gated by the policy's command rules.
+func (s *session) CreateTerminal(_ context.Context, p acpsdk.CreateTerminalRequest) (acpsdk.CreateTerminalResponse, error) {
+	if p.Command == "" {
+		return acpsdk.CreateTerminalResponse{}, sandbox.Errorf(sandbox.InvalidArgument, "harness.acp", "terminal", "empty command")
+	}
+	var cmd sandbox.Command
+	text := commandLine(p.Command, p.Args)
+	switch {
+	case len(p.Args) > 0:
+		cmd.Args = append([]string{p.Command}, p.Args...)
+	case strings.ContainsAny(p.Command, shellMeta):
+		cmd.Shell = p.Command
+	default:
+		cmd.Args = []string{p.Command}
+	}
+	if p.Cwd != nil && *p.Cwd != "" {
+		rel, err := workspaceRel(*p.Cwd, s.req.WorkspaceRoot)
+		if err != nil {
+			return acpsdk.CreateTerminalResponse{}, err
+		}
+		cmd.Dir = sandbox.PortablePath(rel)
+	}
+	if len(p.Env) > 0 {
+		cmd.Env = map[string]string{}
+		for _, e := range p.Env {
+			cmd.Env[e.Name] = e.Value
+		}
+	}
+	if err := cmd.Validate(); err != nil {
+		return acpsdk.CreateTerminalResponse{}, err
+	}
+	res := s.resolve(sandbox.ApproveCommand, text)
+	rec := record{Kind: recTerminal, Gate: string(sandbox.ApproveCommand), Target: text, Title: "Run " + text, Command: text,
+		Decision: decision(res), ApprovalID: res.ID, NeedsApproval: res.NeedsApproval, Off: s.off.Load()}
+	if res.Decision != sandbox.Allow {
+		_ = s.jw.write(rec)
+		return acpsdk.CreateTerminalResponse{}, denied(res, "running "+text)
+	}
+	limit := 0
+	if p.OutputByteLimit != nil {
+		limit = *p.OutputByteLimit
+	}
+	t, err := s.terms.start(s.helpers, s.hd, cmd, limit, func(t *terminal) {
+		out, cut := t.output(journalOutputLimit)
+		code := t.code
+		_ = s.jw.write(record{Kind: recTerminalExit, TerminalID: t.id, Command: text, Output: out, Truncated: cut, ExitCode: &code})
+	})
+	if err != nil {
+		return acpsdk.CreateTerminalResponse{}, err
+	}
+	rec.TerminalID = t.id
+	_ = s.jw.write(rec)
+	return acpsdk.CreateTerminalResponse{TerminalId: t.id}, nil
+}
+
+func (s *session) terminal(id string) (*terminal, error) {
+	t, ok := s.terms.get(id)
+	if !ok {
+		return nil, sandbox.Errorf(sandbox.NotFound, "harness.acp", id, "no such terminal")
+	}
+	return t, nil
+}
+
+func exitStatus(t *terminal) *acpsdk.TerminalExitStatus {
+	if !t.exited() {
+		return nil
+	}
+	code := t.code
+	return &acpsdk.TerminalExitStatus{ExitCode: &code}
+}
+
+// TerminalOutput serves terminal/output.
+func (s *session) TerminalOutput(_ context.Context, p acpsdk.TerminalOutputRequest) (acpsdk.TerminalOutputResponse, error) {
+	t, err := s.terminal(p.TerminalId)
+	if err != nil {
+		return acpsdk.TerminalOutputResponse{}, err
+	}
+	st := exitStatus(t)
+	out, cut := t.output(0)
+	return acpsdk.TerminalOutputResponse{Output: out, Truncated: cut, ExitStatus: st}, nil
+}
+
+// WaitForTerminalExit serves terminal/wait_for_exit.
+func (s *session) WaitForTerminalExit(ctx context.Context, p acpsdk.WaitForTerminalExitRequest) (acpsdk.WaitForTerminalExitResponse, error) {
+	t, err := s.terminal(p.TerminalId)
+	if err != nil {
+		return acpsdk.WaitForTerminalExitResponse{}, err
+	}
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		return acpsdk.WaitForTerminalExitResponse{}, ctx.Err()
+	}
+	code := t.code
+	return acpsdk.WaitForTerminalExitResponse{ExitCode: &code}, nil
+}
+
+// KillTerminal serves terminal/kill: the command dies, the terminal stays.
+func (s *session) KillTerminal(ctx context.Context, p acpsdk.KillTerminalRequest) (acpsdk.KillTerminalResponse, error) {
+	t, err := s.terminal(p.TerminalId)
+	if err != nil {
+		return acpsdk.KillTerminalResponse{}, err
+	}
+	if err := t.proc.Kill(ctx, 0); err != nil {
+		return acpsdk.KillTerminalResponse{}, err
+	}
+	return acpsdk.KillTerminalResponse{}, nil
+}
+
+// ReleaseTerminal serves terminal/release: the command dies if it still
+// runs, and the terminal is forgotten.
+func (s *session) ReleaseTerminal(ctx context.Context, p acpsdk.ReleaseTerminalRequest) (acpsdk.ReleaseTerminalResponse, error) {
+	t, ok := s.terms.remove(p.TerminalId)
+	if !ok {
+		return acpsdk.ReleaseTerminalResponse{}, sandbox.Errorf(sandbox.NotFound, "harness.acp", p.TerminalId, "no such terminal")
+	}
+	if !t.exited() {
+		if err := t.proc.Kill(ctx, 0); err != nil {
+			return acpsdk.ReleaseTerminalResponse{}, err
+		}
+	}
+	return acpsdk.ReleaseTerminalResponse{}, nil
 }

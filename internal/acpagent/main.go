@@ -15,7 +15,11 @@
 // the session "sess-known" (replaying one message of history first).
 // -crash exits with code 3 after the first message; -hang blocks the turn
 // until it is cancelled (session/cancel), then says "Cancelled by the
-// client." and ends the turn cancelled.
+// client." and ends the turn cancelled; -hang-on WORD does so only for a
+// prompt that contains WORD. -calls FILE notes every initialize,
+// session/new, session/load and session/prompt with the agent's pid (the
+// warm-session tests count them); -pause FILE holds a turn whose prompt
+// contains PAUSE after its first message until FILE exists.
 //
 // For the containment tests: -launcher starts the agent as a child with
 // the same stdio and waits for it, the way an npm launcher does (SIGTERM
@@ -53,6 +57,7 @@ type config struct {
 	cmd, write, stop                    string
 	cancelDelay                         time.Duration
 	signals, exitGate                   string
+	calls, hangOn, pause                string
 	models                              []string // offered models; empty: no choice
 	modelVia                            string   // "config" (a model config option) or "models" (session/set_model)
 }
@@ -87,6 +92,9 @@ func main() {
 	flag.DurationVar(&cfg.cancelDelay, "cancel-delay", 0, "with -hang: end the cancelled turn only after this long")
 	flag.StringVar(&cfg.exitGate, "exit-gate", "", "after stdin closed, note \"eof\" (with -signals) and exit only once this file exists")
 	flag.StringVar(&cfg.signals, "signals", "", "append a line to this file for every session/cancel (\"cancel\") and SIGTERM (\"TERM\") received")
+	flag.StringVar(&cfg.calls, "calls", "", "append \"METHOD PID\" to this file for every initialize, session/new, session/load and session/prompt")
+	flag.StringVar(&cfg.hangOn, "hang-on", "", "block a turn whose prompt contains this word until it is cancelled, as -hang does")
+	flag.StringVar(&cfg.pause, "pause", "", "a turn whose prompt contains PAUSE waits after its first message until this file exists")
 	models := flag.String("models", "", "offer these models (comma-separated; the first is the default)")
 	flag.StringVar(&cfg.modelVia, "model-via", "config", "how models are offered: config (a config option of category model) or models (session/set_model)")
 	flag.Parse()
@@ -159,7 +167,15 @@ func spawnChildren() {
 var _ acp.Agent = (*agent)(nil)
 var _ acp.AgentLoader = (*agent)(nil)
 
+// noteCall notes a call for -calls.
+func (a *agent) noteCall(method string) {
+	if a.cfg.calls != "" {
+		note(a.cfg.calls, fmt.Sprintf("%s %d", method, os.Getpid()))
+	}
+}
+
 func (a *agent) Initialize(context.Context, acp.InitializeRequest) (acp.InitializeResponse, error) {
+	a.noteCall("initialize")
 	return acp.InitializeResponse{
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentInfo:       &acp.Implementation{Name: "acpagent", Version: "1.0"},
@@ -191,6 +207,7 @@ func serverNames(servers []acp.McpServer) []string {
 }
 
 func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	a.noteCall("new")
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.n++
@@ -204,6 +221,7 @@ func (a *agent) NewSession(_ context.Context, p acp.NewSessionRequest) (acp.NewS
 }
 
 func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
+	a.noteCall("load")
 	if !a.cfg.load || p.SessionId != "sess-known" {
 		return acp.LoadSessionResponse{}, acp.NewInvalidParams(map[string]any{"error": "unknown session " + string(p.SessionId)})
 	}
@@ -237,6 +255,7 @@ func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 }
 
 func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	a.noteCall("prompt")
 	a.mu.Lock()
 	ok, cwd, mcp, model := a.sessions[p.SessionId], a.cwd[p.SessionId], a.mcp[p.SessionId], a.model[p.SessionId]
 	ctx, cancel := context.WithCancel(context.Background())
@@ -322,7 +341,13 @@ func (t *turn) play(prompt string, mcp []string) error {
 	if t.a.cfg.crash {
 		os.Exit(3)
 	}
-	if t.a.cfg.hang {
+	for t.a.cfg.pause != "" && strings.Contains(prompt, "PAUSE") {
+		if _, err := os.Stat(t.a.cfg.pause); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if t.a.cfg.hang || (t.a.cfg.hangOn != "" && strings.Contains(prompt, t.a.cfg.hangOn)) {
 		<-t.ctx.Done()
 		time.Sleep(t.a.cfg.cancelDelay)
 		return t.ctx.Err()

@@ -16,6 +16,7 @@ import (
 	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/acp"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/journal"
 	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
@@ -212,11 +213,9 @@ func TestWarmTurns(t *testing.T) {
 
 func testWaitDead(t *testing.T, pid int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); alive(pid); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d does not die", pid)
-		}
-	}
+	testutil.WaitFor(t, context.Background(), fmt.Sprintf("process %d to die", pid), 10*time.Millisecond, func(context.Context) (bool, error) {
+		return !alive(pid), nil
+	})
 }
 
 // TestWarmFallbacks: a kept agent that cannot serve the turn is replaced

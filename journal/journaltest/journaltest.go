@@ -25,7 +25,8 @@ type Harness struct {
 	// Default 64 MiB. The long-line tests scale with it: a line of 50/64
 	// of it (50 MiB at the default) and a NUL line of 20/64, both many
 	// times the journal's MaxLine of 1 MiB. A provider whose bytes cross
-	// an emulated wire in the tests may set 16 MiB, still far past every
+	// a wire in the tests (an emulated cloud API, a cluster's exec stream,
+	// a VM's serial or network link) may set 16 MiB, still far past every
 	// buffer on the way.
 	FloodBytes int64
 }

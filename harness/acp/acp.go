@@ -128,7 +128,7 @@ func (*Harness) Name() string { return Name }
 func (*Harness) Translator(run harness.Run) harness.Translator { return newTranslator(run) }
 
 // fifoScript makes the relay's FIFOs in a fresh directory ($1).
-const fifoScript = `umask 077 && mkdir -p "$1" && cd "$1" && rm -f in out ev rc ` + outLog + ` hold.pid agent.exit relay.pid && mkfifo in ev`
+const fifoScript = `umask 077 && mkdir -p "$1" && cd "$1" && rm -f in out ev rc ` + outLog + ` hold.pid agent.exit agent.pid relay.pid && mkfifo in ev`
 
 // Prepare starts the ACP client for a run and returns the relay to
 // journal. The client runs in this process until the turn ends; see the

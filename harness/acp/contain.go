@@ -93,6 +93,7 @@ echo "$cr_h" >"$d/hold.pid"
 ( ` + MarkerEnv + `=$d $cr_ss sh -c '` + leaderScript + `' corral-acp-agent "$d" "$@" <"$d/in" >>"$d/` + outLog + `"
   echo "$?" >"$d/agent.exit" ) &
 a=$!
+echo "$a" >"$d/agent.pid"
 trap 'kill "$cr_h" 2>/dev/null; cr_stop "$cr_t" group; exit 143' TERM
 while :; do
   cat "$d/ev"
@@ -116,15 +117,26 @@ exit 75
 // stdout is appended to; clients read it from an offset (outScript).
 const outLog = "out.log"
 
-// outScript follows the agent's output log from byte offset $2 ($1 the
-// run's private directory) until the agent has exited (or the relay,
-// killed, is gone) and everything it wrote was passed on. It polls (every
-// 10ms while the agent writes, up to every 100ms when it is quiet): no
-// tail -f waits for a process portably.
-const outScript = `d=$1 off=$2 f=$1/` + outLog + ` cr_i=0 cr_r=
+// followSh defines cr_follow PID, used by the output scripts once they
+// know the process whose exit ends the agent's output: where tail is GNU
+// tail (it takes --pid; BusyBox's refuses it), it execs a tail that
+// follows the log from the offset (off, f) by inotify, so a line reaches
+// the client as it is written, and that ends once PID is gone and what
+// was written until then is passed on (the pid is checked every 50 ms).
+// Elsewhere it returns, and the script polls.
+const followSh = `cr_follow() {
+  tail --pid="$1" -c 0 /dev/null >/dev/null 2>&1 || return 0
+  exec tail -s 0.05 --pid="$1" -c +"$((off+1))" -f "$f"
+}
+`
+
+// pollSh is the output scripts' fallback, after cr_done (0 once no more
+// output can come) is defined: it polls the log (every 10ms while the
+// agent writes, up to every 100ms when it is quiet), since no tail -f
+// waits for a process portably.
+const pollSh = `cr_i=0
 while :; do
-  [ -z "$cr_r" ] && [ -s "$d/relay.pid" ] && IFS= read -r cr_r <"$d/relay.pid"
-  cr_x=0; { [ -e "$d/agent.exit" ] || { [ -n "$cr_r" ] && ! kill -0 "$cr_r" 2>/dev/null; }; } && cr_x=1
+  cr_x=0; cr_done && cr_x=1
   n=$(wc -c <"$f" 2>/dev/null) || n=0
   if [ "$n" -gt "$off" ]; then
     tail -c +"$((off+1))" "$f" | head -c "$((n-off))" || exit 1
@@ -134,6 +146,19 @@ while :; do
   else sleep 0.1
   fi
 done`
+
+// outScript follows the agent's output log from byte offset $2 ($1 the
+// run's private directory) until the agent has exited (or the relay,
+// killed, is gone) and everything it wrote was passed on: by GNU tail
+// where the relay has recorded the agent's pid (agent.pid: the subshell
+// that waits for it), else by polling.
+const outScript = `d=$1 off=$2 f=$1/` + outLog + ` cr_r=
+` + followSh + `[ ! -e "$d/agent.exit" ] && [ -s "$d/agent.pid" ] && IFS= read -r cr_a <"$d/agent.pid" && [ -n "$cr_a" ] && cr_follow "$cr_a"
+cr_done() {
+  [ -z "$cr_r" ] && [ -s "$d/relay.pid" ] && IFS= read -r cr_r <"$d/relay.pid"
+  [ -e "$d/agent.exit" ] || { [ -n "$cr_r" ] && ! kill -0 "$cr_r" 2>/dev/null; }
+}
+` + pollSh
 
 // inScript writes the client's requests and answers to the agent's stdin.
 const inScript = `exec cat >"$1"`

@@ -53,15 +53,18 @@ type warmState struct {
 // with MarkerEnv=<keeper directory>, that opens the FIFO in read-write
 // (so no writer's close is the agent's end of input), runs the agent on
 // it with its stdout appended to out.log and its stderr to err, and
-// records the agent's exit status in agent.exit.
+// records the agent's pid in agent.pid and its exit status in agent.exit.
+// The agent is the keeper's child, reaped by it the moment it exits, so
+// its pid is what a follower waits on (the keeper's own parent is often a
+// container's init, which may not reap it).
 const ensureScript = harness.WarmAliveSh + `d=$1 dg=$2 ses=$3 r=$4; shift 4
 ( umask 077 && mkdir -p "$r" && cd "$r" && rm -f in ev rc stop orphan orphan.gone attach && mkfifo ev ) || exit 1
 warm_extra() { [ -n "$ses" ] && [ "$(cat "$d/session" 2>/dev/null)" = "$ses" ] && [ ! -e "$d/agent.exit" ] && printf 'off %s\n' "$(wc -c <"$d/` + outLog + `")"; }
 ` + harness.WarmCheckSh + stopFuncs + `cr_stop 5
-rm -f "$d/in" "$d/` + outLog + `" "$d/err" "$d/session" "$d/agent.exit" "$d/agent.pgid"
+rm -f "$d/in" "$d/` + outLog + `" "$d/err" "$d/session" "$d/agent.exit" "$d/agent.pid" "$d/agent.pgid"
 mkfifo "$d/in" && : >"$d/` + outLog + `" || exit 1
 printf '%s\n' "$dg" >"$d/digest"
-` + MarkerEnv + `=$d setsid sh -c 'd=$1; shift; exec 3<>"$d/in"; "$@" <&3 >>"$d/` + outLog + `" 2>>"$d/err"; echo "$?" >"$d/agent.exit"' corral-acp-keeper "$d" "$@" </dev/null >/dev/null 2>&1 &
+` + MarkerEnv + `=$d setsid sh -c 'd=$1; shift; exec 3<>"$d/in"; "$@" <&3 >>"$d/` + outLog + `" 2>>"$d/err" & echo "$!" >"$d/agent.pid"; wait "$!"; echo "$?" >"$d/agent.exit"' corral-acp-keeper "$d" "$@" </dev/null >/dev/null 2>&1 &
 p=$!
 echo "$p" >"$d/pid"
 echo "$p" >"$d/agent.pgid"
@@ -70,20 +73,13 @@ echo "started $p"
 
 // warmOutScript follows the keeper's output log from byte offset $3 ($1
 // the keeper directory, $2 the keeper's pid) until the agent has exited
-// (or its keeper is gone) and everything it wrote was passed on; it polls
-// as outScript does. The client's teardown ends it at the end of the turn.
-const warmOutScript = harness.WarmAliveSh + `d=$1 kp=$2 off=$3 f=$1/` + outLog + ` cr_i=0
-while :; do
-  cr_x=0; { [ -e "$d/agent.exit" ] || ! alive "$kp"; } && cr_x=1
-  n=$(wc -c <"$f" 2>/dev/null) || n=0
-  if [ "$n" -gt "$off" ]; then
-    tail -c +"$((off+1))" "$f" | head -c "$((n-off))" || exit 1
-    off=$n cr_i=0
-  elif [ "$cr_x" = 1 ]; then exit 0
-  elif [ "$cr_i" -lt 20 ]; then sleep 0.01; cr_i=$((cr_i+1))
-  else sleep 0.1
-  fi
-done`
+// (or its keeper is gone) and everything it wrote was passed on, by GNU
+// tail or polling as outScript does. The client's teardown ends it at the
+// end of the turn.
+const warmOutScript = harness.WarmAliveSh + `d=$1 kp=$2 off=$3 f=$1/` + outLog + `
+` + followSh + `[ ! -e "$d/agent.exit" ] && alive "$kp" && [ -s "$d/agent.pid" ] && IFS= read -r cr_a <"$d/agent.pid" && [ -n "$cr_a" ] && cr_follow "$cr_a"
+cr_done() { [ -e "$d/agent.exit" ] || ! alive "$kp"; }
+` + pollSh
 
 // warmRelayScript is a warm turn's journaled command: the relay attached
 // to the kept agent. It marks the keeper busy with its pid, copies what

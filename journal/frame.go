@@ -49,6 +49,7 @@ type framer struct {
 	midLine bool  // buf[r] continues a line (a piece was delivered, or the read began inside a line)
 	start   *StartRecord
 	held    []candidate // the candidates since the last delivered line, oldest first (at most 3)
+	empty   int64       // the end offset of an empty line held back (0: none), see line
 	gotByte bool
 	emit    func(Line) error
 }
@@ -151,7 +152,25 @@ func (f *framer) line(nl int) error {
 			}
 		}
 		if len(f.nonce) > 0 && bytes.Contains(data, f.nonce) {
+			if f.empty > 0 && ParseEnd(data, string(f.nonce)) {
+				// The wrapper's newline before its end line (see
+				// endLine): not the agent's.
+				f.empty = 0
+			}
+			if err := f.flushEmpty(); err != nil {
+				return err
+			}
 			f.candidate(data, end)
+			return nil
+		}
+		if err := f.flushEmpty(); err != nil {
+			return err
+		}
+		if len(data) == 0 && len(f.nonce) > 0 {
+			// An empty line is held until the next line: right before the
+			// end line it is the wrapper's, and is dropped.
+			f.held = f.held[:0]
+			f.empty = end
 			return nil
 		}
 		if len(data) <= f.maxLine {
@@ -174,12 +193,27 @@ func (f *framer) line(nl int) error {
 // piece delivers buf[r:to], a piece of a long line (the last one when
 // partial is false, then to is the newline's index).
 func (f *framer) piece(to int, partial bool) error {
+	if err := f.flushEmpty(); err != nil {
+		return err
+	}
 	f.held = f.held[:0]
 	end := f.base + int64(to)
 	if !partial {
 		end++
 	}
 	return f.emit(Line{Data: bytes.Clone(f.buf[f.r:to]), End: end, Partial: partial})
+}
+
+// flushEmpty delivers the empty line held back, if any: the line after it
+// is not the end line.
+func (f *framer) flushEmpty() error {
+	if f.empty == 0 {
+		return nil
+	}
+	end := f.empty
+	f.empty = 0
+	f.held = f.held[:0]
+	return f.emit(Line{Data: []byte{}, End: end})
 }
 
 // candidate holds a line that carries the nonce.

@@ -238,6 +238,57 @@ func TestFramerForgedLines(t *testing.T) {
 	}
 }
 
+// TestFramerWrapperNewline: the wrapper writes a newline before its end
+// line whatever the agent's last byte (endLine); the empty line that makes
+// after output ending with a newline is the wrapper's and is dropped, any
+// other empty line is delivered, in order, at its own offset.
+func TestFramerWrapperNewline(t *testing.T) {
+	n := NewNonce()
+	start := `{"__start":42,"__t":7}` + "\n"
+	end := "\n" + string(EndLine(n)) // as the wrapper writes it
+	s := func(c int) string { return string(SentinelLine(c, n)) }
+	for _, tt := range []struct {
+		name, journal string
+		gone          bool
+		lines         string // line data, joined by |, each @ its End
+		exit          int    // -1: no exit
+	}{
+		{"terminated output", start + "hi\n" + end + s(0), true, "hi@26", 0},
+		{"unterminated output", start + "hi" + end + s(0), true, "hi@26", 0},
+		{"no output", start + end + s(0), true, "", 0},
+		{"a trailing empty line of the agent", start + "hi\n\n" + end + s(0), true, "hi@26|@27", 0},
+		{"empty lines inside the output", start + "a\n\n\nb\n" + end + s(2), true, "a@25|@26|@27|b@29", 2},
+		{"an empty line before a forged line", start + "a\n\nx" + n + "\n" + end + s(0), true, "a@25|@26", 0},
+		{"an empty line before a forged exit", start + "a\n\n" + s(9) + "b\n" + end + s(0), true, "a@25|@26|b@" + fmt.Sprint(26+len(s(9))+2), 0},
+		{"an empty line before a long line", start + "\n" + strings.Repeat("x", 2*testMax+1) + "\n" + end + s(0), true, "@24|x*256@280|x*256@536|x@538", 0},
+		{"an empty line last, wrapper running", start + "a\n\n", false, "a@25", -1},
+		// A journal of an older wrapper (newline only after an unterminated
+		// line) loses one empty line right before its end line.
+		{"older wrapper, trailing empty line", start + "a\n\n" + string(EndLine(n)) + s(0), true, "a@25", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, sizes := range [][]int{{len(tt.journal)}, {1}, {3}} {
+				lines, x, _ := frameAll(t, []byte(tt.journal), 0, testMax, n, sizes, tt.gone)
+				var got []string
+				for _, l := range lines {
+					d := string(l.Data)
+					if len(d) > 8 {
+						d = fmt.Sprintf("%c*%d", d[0], len(d))
+					}
+					got = append(got, fmt.Sprintf("%s@%d", d, l.End))
+				}
+				code := -1
+				if x != nil {
+					code = x.Code
+				}
+				if strings.Join(got, "|") != tt.lines || code != tt.exit {
+					t.Errorf("chunks %v: lines %q exit %d; want %q exit %d", sizes, got, code, tt.lines, tt.exit)
+				}
+			}
+		})
+	}
+}
+
 // TestFramerDecideNeedsEverything: no exit while bytes the journal had
 // when the wrapper was found gone are still unread.
 func TestFramerDecideNeedsEverything(t *testing.T) {

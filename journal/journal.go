@@ -21,8 +21,14 @@
 //     with {"__start":PID}; they are read alike, without the end line rule
 //     below;
 //  2. the agent's stdout, byte for byte;
-//  3. once the agent and its processes are gone: a newline if the agent's
-//     last byte was not one, then the end line {"__end":"NONCE"};
+//  3. once the agent and its processes are gone: a newline, then the end
+//     line {"__end":"NONCE"}. The newline ends an unterminated last line
+//     of the agent; after output that ended with a newline it makes an
+//     empty line, which readers drop: an empty line is held back until the
+//     next line, and dropped when that is this run's end line (so an
+//     agent's empty line reaches the caller once a line follows it). A
+//     journal of an older wrapper, which wrote the newline only after an
+//     unterminated line, loses an empty last line of the agent this way;
 //  4. in a git work tree, the diff line
 //     {"__diff":"BASE64","__truncated":BOOL,"__nonce":"NONCE"};
 //  5. the exit sentinel {"__exit":CODE,"__nonce":"NONCE"}, its last write

@@ -229,6 +229,10 @@ func (s *readState) settle(h header) (*Exit, error) {
 		return x, err
 	}
 	if gone && s.f.next() >= h.size {
+		// No end line can follow: an empty line held back is the agent's.
+		if err := s.f.flushEmpty(); err != nil {
+			return nil, err
+		}
 		return nil, sandbox.Wrap(sandbox.FailedPrecondition, "journal.read", s.r.Paths.Token, ErrLost)
 	}
 	return nil, nil

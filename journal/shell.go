@@ -97,21 +97,21 @@ cj_readpos() {
 // startLine is the wrapper's start-line step: it records the wrapper's pid
 // and its start time (field 22 of /proc/$$/stat, 0 where there is no
 // /proc) as {"__start":PID,"__t":STARTTIME}. It runs before the agent.
+// The field is taken by a function's positional parameters (a function
+// has its own), so no subshell is forked on the run's path; it counts its
+// arguments first, since a shift past them ends a non-interactive dash.
 const startLine = `cj_t=0
-if IFS= read -r cj_st 2>/dev/null </proc/$$/stat; then cj_t=$(set -f; set -- ${cj_st##*) }; shift 19 2>/dev/null && echo "$1"); fi
+cj_f22() { [ $# -ge 20 ] || return 0; shift 19; cj_t=$1; }
+if IFS= read -r cj_st 2>/dev/null </proc/$$/stat; then set -f; cj_f22 ${cj_st##*) }; set +f; fi
 case $cj_t in ''|*[!0-9]*) cj_t=0 ;; esac
 printf '{"__start":%d,"__t":%s}\n' "$$" "$cj_t" >>"$cj_out"`
 
 // endLine is the wrapper's first step after the agent and its processes
-// are gone: it ends an unterminated last line of the agent, then writes
-// the end line {"__end":"NONCE"}. The diff line, if any, and the exit
-// sentinel follow it. The last byte is read by one tail: the "." after it
-// keeps a newline from being stripped by the command substitution, which
-// is then exactly "<newline>." only when the last byte is a newline (a NUL,
-// which shells drop, or an empty journal leaves "." alone).
-const endLine = `case $(tail -c 1 "$cj_out" 2>/dev/null; echo .) in
-'
-.') ;;
-*) printf '\n' >>"$cj_out" ;;
-esac
-printf '{"__end":"%s"}\n' "$cj_nonce" >>"$cj_out"`
+// are gone: it writes a newline, then the end line {"__end":"NONCE"}. The
+// diff line, if any, and the exit sentinel follow it. The newline ends an
+// unterminated last line of the agent, so the end line is always a line
+// of its own, without a look at the agent's last byte (that took a
+// subshell and a tail on every run's path); where the agent's output
+// ended with a newline it makes an empty line, which the framer drops
+// (an empty line right before this run's end line is the wrapper's).
+const endLine = `printf '\n{"__end":"%s"}\n' "$cj_nonce" >>"$cj_out"`

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -72,6 +73,7 @@ func Run(t *testing.T, h Harness) {
 			t.Parallel()
 			t.Run("LinesAndExit", func(t *testing.T) { t.Parallel(); s.testLinesAndExit(t, st) })
 			t.Run("ResumeFromOffset", func(t *testing.T) { t.Parallel(); s.testResume(t, st) })
+			t.Run("TrailingNewlines", func(t *testing.T) { t.Parallel(); s.testTrailingNewlines(t, st) })
 			t.Run("ExitInsideAgent", func(t *testing.T) { t.Parallel(); s.testExitInside(t, st) })
 			t.Run("ForgedSentinel", func(t *testing.T) { t.Parallel(); s.testForged(t, st) })
 			t.Run("FirstByteDeadline", func(t *testing.T) { t.Parallel(); s.testStalled(t, st) })
@@ -232,6 +234,33 @@ func (s *suite) testLinesAndExit(t *testing.T, st journal.Strategy) {
 	res, err := h.Exec(ctx, sandbox.Command{Args: []string{"cat", p.Err}})
 	if err != nil || string(res.Stdout) != "to-stderr\n" {
 		t.Errorf("stderr sidecar = %q, %v", res.Stdout, err)
+	}
+}
+
+// testTrailingNewlines: the wrapper writes a newline before its end line
+// whatever the agent's last byte; output that ends with a newline gets no
+// empty line from it, and an empty last line of the agent's own arrives.
+func (s *suite) testTrailingNewlines(t *testing.T, st journal.Strategy) {
+	ctx, h := s.sandbox(t)
+	for _, tt := range []struct {
+		script string
+		want   []string
+	}{
+		{`echo one; echo two`, []string{"one", "two"}},
+		{`echo one; echo`, []string{"one", ""}},
+		{`printf 'one\n\n\n'`, []string{"one", "", ""}},
+		{`printf 'one\n\ntwo'`, []string{"one", "", "two"}},
+		{`exit 0`, []string{}},
+		{`echo`, []string{""}},
+	} {
+		p, nonce := start(t, ctx, h, tt.script)
+		lines, exit, err := collect(t, ctx, reader(h, p, nonce, st), 0)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.script, err)
+		}
+		if got := texts(lines); !slices.Equal(got, tt.want) || exit.Code != 0 {
+			t.Errorf("%s: lines %q exit %d; want %q and 0", tt.script, texts(lines), exit.Code, tt.want)
+		}
 	}
 }
 

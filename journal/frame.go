@@ -152,9 +152,10 @@ func (f *framer) line(nl int) error {
 			}
 		}
 		if len(f.nonce) > 0 && bytes.Contains(data, f.nonce) {
-			if f.empty > 0 && ParseEnd(data, string(f.nonce)) {
+			if isEnd, nl := parseEnd(data, string(f.nonce)); f.empty > 0 && isEnd && nl {
 				// The wrapper's newline before its end line (see
-				// endLine): not the agent's.
+				// endLine): not the agent's. An end line of an older
+				// wrapper (no "__nl") follows the agent's own newline.
 				f.empty = 0
 			}
 			if err := f.flushEmpty(); err != nil {

@@ -262,9 +262,11 @@ func TestFramerWrapperNewline(t *testing.T) {
 		{"an empty line before a forged exit", start + "a\n\n" + s(9) + "b\n" + end + s(0), true, "a@25|@26|b@" + fmt.Sprint(26+len(s(9))+2), 0},
 		{"an empty line before a long line", start + "\n" + strings.Repeat("x", 2*testMax+1) + "\n" + end + s(0), true, "@24|x*256@280|x*256@536|x@538", 0},
 		{"an empty line last, wrapper running", start + "a\n\n", false, "a@25", -1},
-		// A journal of an older wrapper (newline only after an unterminated
-		// line) loses one empty line right before its end line.
-		{"older wrapper, trailing empty line", start + "a\n\n" + string(EndLine(n)) + s(0), true, "a@25", 0},
+		// A journal of an older wrapper (a newline only after an
+		// unterminated line, an end line without "__nl") keeps the agent's
+		// empty line right before its end line.
+		{"older wrapper, trailing empty line", start + "a\n\n" + `{"__end":"` + n + `"}` + "\n" + s(0), true, "a@25|@26", 0},
+		{"older wrapper, terminated output", start + "a\n" + `{"__end":"` + n + `"}` + "\n" + s(0), true, "a@25", 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, sizes := range [][]int{{len(tt.journal)}, {1}, {3}} {

@@ -22,13 +22,14 @@
 //     below;
 //  2. the agent's stdout, byte for byte;
 //  3. once the agent and its processes are gone: a newline, then the end
-//     line {"__end":"NONCE"}. The newline ends an unterminated last line
-//     of the agent; after output that ended with a newline it makes an
-//     empty line, which readers drop: an empty line is held back until the
-//     next line, and dropped when that is this run's end line (so an
-//     agent's empty line reaches the caller once a line follows it). A
-//     journal of an older wrapper, which wrote the newline only after an
-//     unterminated line, loses an empty last line of the agent this way;
+//     line {"__end":"NONCE","__nl":1}. The newline ends an unterminated
+//     last line of the agent; after output that ended with a newline it
+//     makes an empty line, which readers drop: an empty line is held back
+//     until the next line, and dropped when that is this run's end line
+//     with "__nl":1 (so an agent's empty line reaches the caller once a
+//     line follows it). An older wrapper wrote the newline only after an
+//     unterminated line and an end line {"__end":"NONCE"}; before such a
+//     line the empty line is the agent's and is delivered;
 //  4. in a git work tree, the diff line
 //     {"__diff":"BASE64","__truncated":BOOL,"__nonce":"NONCE"};
 //  5. the exit sentinel {"__exit":CODE,"__nonce":"NONCE"}, its last write
@@ -221,22 +222,36 @@ func ParseStartLine(line []byte) (StartRecord, bool) {
 }
 
 // EndLine returns the end line (with its newline) as the wrapper writes it
-// once the agent is gone. Tests and fakes use it.
+// once the agent is gone, after a newline of its own (endLine). Tests and
+// fakes use it.
 func EndLine(nonce string) []byte {
-	return []byte(`{"__end":"` + nonce + `"}` + "\n")
+	return []byte(`{"__end":"` + nonce + `","__nl":1}` + "\n")
 }
 
 // ParseEnd reports whether line (without its newline) is this run's end
-// line.
+// line, in either form: {"__end":NONCE,"__nl":1} or, from older wrappers,
+// {"__end":NONCE}.
 func ParseEnd(line []byte, nonce string) bool {
+	ok, _ := parseEnd(line, nonce)
+	return ok
+}
+
+// parseEnd is ParseEnd that also says whether the wrapper wrote a newline
+// of its own before the end line whatever the agent's last byte ("__nl":1;
+// an older wrapper wrote one only after an unterminated last line).
+func parseEnd(line []byte, nonce string) (ok, nl bool) {
 	line = bytes.TrimSpace(line)
 	if nonce == "" || !bytes.HasPrefix(line, []byte(`{"__end":`)) {
-		return false
+		return false, false
 	}
 	var e struct {
 		End *string `json:"__end"`
+		NL  int     `json:"__nl"`
 	}
-	return json.Unmarshal(line, &e) == nil && e.End != nil && *e.End == nonce
+	if json.Unmarshal(line, &e) != nil || e.End == nil || *e.End != nonce {
+		return false, false
+	}
+	return true, e.NL == 1
 }
 
 // FindExit reports whether data (the tail of a journal) ends with this

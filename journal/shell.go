@@ -107,11 +107,12 @@ case $cj_t in ''|*[!0-9]*) cj_t=0 ;; esac
 printf '{"__start":%d,"__t":%s}\n' "$$" "$cj_t" >>"$cj_out"`
 
 // endLine is the wrapper's first step after the agent and its processes
-// are gone: it writes a newline, then the end line {"__end":"NONCE"}. The
+// are gone: it writes a newline, then the end line
+// {"__end":"NONCE","__nl":1} ("__nl" tells the framer about that newline). The
 // diff line, if any, and the exit sentinel follow it. The newline ends an
 // unterminated last line of the agent, so the end line is always a line
 // of its own, without a look at the agent's last byte (that took a
 // subshell and a tail on every run's path); where the agent's output
 // ended with a newline it makes an empty line, which the framer drops
 // (an empty line right before this run's end line is the wrapper's).
-const endLine = `printf '\n{"__end":"%s"}\n' "$cj_nonce" >>"$cj_out"`
+const endLine = `printf '\n{"__end":"%s","__nl":1}\n' "$cj_nonce" >>"$cj_out"`

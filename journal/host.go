@@ -221,5 +221,6 @@ func removeOnHost(ctx context.Context, h sandbox.Handle, p Paths, files []string
 			return true, sandbox.Wrap(sandbox.Internal, "journal.remove", p.Token, err)
 		}
 	}
+	removeRunCgroups(p.Token)
 	return true, nil
 }

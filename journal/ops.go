@@ -220,7 +220,26 @@ func Kill(ctx context.Context, h sandbox.Handle, p Paths, grace time.Duration) e
 	return nil
 }
 
-// Remove deletes a run's journal files and its private files directory.
+// removeScript removes the files ($2...) and then the run's empty cgroups
+// ($1 the run's token): a wrapper that was SIGKILLed left its
+// corral-TOKEN-PID under the cgroup it ran in, which is the one a process
+// the handle starts is in. Only names of exactly that form are removed
+// (another run's token may begin with this one's), and only empty ones
+// (rmdir refuses a cgroup with members).
+const removeScript = cgroupFns + `t=$1; shift
+rm -rf -- "$@" || exit 1
+cs_v2root
+[ -n "$cs_root" ] || exit 0
+cs_cgof $$
+for g in "$cs_root${cs_cgp%/}/corral-$t-"*; do
+  case ${g##*/corral-$t-} in ''|*[!0-9]*) continue ;; esac
+  [ -d "$g" ] && rmdir "$g" 2>/dev/null
+done
+exit 0
+`
+
+// Remove deletes a run's journal files and its private files directory,
+// and the run's cgroup if a killed wrapper left it (empty) behind.
 // Where the sandbox's files are the host's (sandbox.HostPather) it removes
 // them itself, without a process; a link the agent put in their place is
 // removed, never followed.
@@ -229,7 +248,7 @@ func Remove(ctx context.Context, h sandbox.Handle, p Paths) error {
 	if done, err := removeOnHost(ctx, h, p, files); done {
 		return err
 	}
-	res, err := h.Exec(ctx, sandbox.Command{Args: append([]string{"rm", "-rf", "--"}, files...)})
+	res, err := h.Exec(ctx, sandbox.Command{Args: append([]string{"sh", "-c", removeScript, "corral-remove", p.Token}, files...)})
 	if err != nil {
 		return err
 	}

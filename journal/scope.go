@@ -74,7 +74,10 @@ const RunMarkerEnv = "CORRAL_RUN"
 //	                   freeze and
 //	                   SIGKILL. Prints nothing; returns when no member is
 //	                   left (or after bounded rounds).
-const scopeFns = `cs_v2root() {
+// cgroupFns are the scope's cgroup look-ups, cs_v2root (cs_root: the
+// cgroup v2 mount, "" without one) and cs_cgof PID (cs_cgp: the process's
+// cgroup v2 path), also used on their own by Remove.
+const cgroupFns = `cs_v2root() {
   # The usual places first (unified, then hybrid): a shell's read costs a
   # system call per byte, and a host's mount table can be long.
   for cs_root in /sys/fs/cgroup /sys/fs/cgroup/unified; do
@@ -93,7 +96,9 @@ cs_cgof() {
   done </proc/$1/cgroup 2>/dev/null
   return 0
 }
-cs_cgclear() {
+`
+
+const scopeFns = cgroupFns + `cs_cgclear() {
   # Built-ins only: kill the cgroup's members until it is empty; 0 once it
   # is, 1 when it would not empty (bounded).
   cs_i=0

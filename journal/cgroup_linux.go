@@ -1,0 +1,94 @@
+//go:build linux
+
+package journal
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// removeRunCgroups removes the empty cgroups corral-TOKEN-PID that a
+// SIGKILLed wrapper of the run left under this process's cgroup v2 (the
+// one a wrapper this process started ran in), as removeScript does in a
+// sandbox: names of exactly that form only, and rmdir refuses a cgroup
+// that still has members. Errors are ignored: this is hygiene, not a
+// guarantee.
+func removeRunCgroups(tok string) {
+	root := cgroupV2Root()
+	if root == "" {
+		return
+	}
+	own := ownCgroup()
+	if own == "" {
+		return
+	}
+	dir := filepath.Join(root, own)
+	prefix := "corral-" + tok + "-"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, prefix) || !allDigits(name[len(prefix):]) {
+			continue
+		}
+		_ = os.Remove(filepath.Join(dir, name))
+	}
+}
+
+// cgroupV2Root returns the cgroup v2 mount: the usual places first
+// (unified, then hybrid), then the mount table; "" without one.
+func cgroupV2Root() string {
+	for _, r := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if _, err := os.Stat(filepath.Join(r, "cgroup.controllers")); err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(r, "..", "cgroup.controllers")); err == nil {
+			continue
+		}
+		return r
+	}
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fs := strings.Fields(sc.Text()); len(fs) >= 3 && fs[2] == "cgroup2" {
+			return fs[1]
+		}
+	}
+	return ""
+}
+
+// ownCgroup returns this process's cgroup v2 path ("0::PATH"), "" when
+// it has none.
+func ownCgroup() string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			return p
+		}
+	}
+	return ""
+}
+
+// allDigits reports whether s is a non-empty string of ASCII digits.
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

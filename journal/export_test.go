@@ -1,0 +1,7 @@
+package journal
+
+// Test hooks.
+var (
+	CgroupV2Root = cgroupV2Root
+	OwnCgroup    = ownCgroup
+)

@@ -74,30 +74,6 @@ const RunMarkerEnv = "CORRAL_RUN"
 //	                   freeze and
 //	                   SIGKILL. Prints nothing; returns when no member is
 //	                   left (or after bounded rounds).
-// cgroupFns are the scope's cgroup look-ups, cs_v2root (cs_root: the
-// cgroup v2 mount, "" without one) and cs_cgof PID (cs_cgp: the process's
-// cgroup v2 path), also used on their own by Remove.
-const cgroupFns = `cs_v2root() {
-  # The usual places first (unified, then hybrid): a shell's read costs a
-  # system call per byte, and a host's mount table can be long.
-  for cs_root in /sys/fs/cgroup /sys/fs/cgroup/unified; do
-    [ -f "$cs_root/cgroup.controllers" ] && [ ! -f "$cs_root/../cgroup.controllers" ] && return 0
-  done
-  cs_root=
-  while read -r cs_a cs_mp cs_fs cs_b; do
-    [ "$cs_fs" = cgroup2 ] && { cs_root=$cs_mp; return 0; }
-  done </proc/self/mounts 2>/dev/null
-  return 0
-}
-cs_cgof() {
-  cs_cgp=
-  while IFS= read -r cs_l; do
-    case $cs_l in 0::*) cs_cgp=${cs_l#0::}; return 0 ;; esac
-  done </proc/$1/cgroup 2>/dev/null
-  return 0
-}
-`
-
 const scopeFns = cgroupFns + `cs_cgclear() {
   # Built-ins only: kill the cgroup's members until it is empty; 0 once it
   # is, 1 when it would not empty (bounded).
@@ -296,5 +272,29 @@ cs_kill() {
     sleep 0.1; cs_i=$((cs_i+1))
   done
   cs_rounds cs_members 0.05
+}
+`
+
+// cgroupFns are the scope's cgroup look-ups, cs_v2root (cs_root: the
+// cgroup v2 mount, "" without one) and cs_cgof PID (cs_cgp: the process's
+// cgroup v2 path), also used on their own by Remove.
+const cgroupFns = `cs_v2root() {
+  # The usual places first (unified, then hybrid): a shell's read costs a
+  # system call per byte, and a host's mount table can be long.
+  for cs_root in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+    [ -f "$cs_root/cgroup.controllers" ] && [ ! -f "$cs_root/../cgroup.controllers" ] && return 0
+  done
+  cs_root=
+  while read -r cs_a cs_mp cs_fs cs_b; do
+    [ "$cs_fs" = cgroup2 ] && { cs_root=$cs_mp; return 0; }
+  done </proc/self/mounts 2>/dev/null
+  return 0
+}
+cs_cgof() {
+  cs_cgp=
+  while IFS= read -r cs_l; do
+    case $cs_l in 0::*) cs_cgp=${cs_l#0::}; return 0 ;; esac
+  done </proc/$1/cgroup 2>/dev/null
+  return 0
 }
 `

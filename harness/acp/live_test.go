@@ -1,7 +1,6 @@
 package acp_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,11 +12,9 @@ import (
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/acp"
 	"github.com/d10ffeed/corral/journal"
-	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
-	"github.com/d10ffeed/corral/store/memstore"
 )
 
 // TestLiveApproval: with approvalWait set, a permission request the
@@ -52,31 +49,14 @@ func TestLiveApproval(t *testing.T) {
 		{"forged by the agent", sandbox.Deny, 500 * time.Millisecond, nil, false, false, true, false, "deadline", store.RunCompleted},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := local.New(local.Options{BaseDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			st := memstore.New(memstore.Options{})
-			t.Cleanup(func() { st.Close() })
-			policy := &sandbox.Policy{Commands: sandbox.CommandRules{Ask: []string{"echo *"}}, FileWrite: sandbox.Allow, Default: c.def}
-			def := &sandbox.Definition{ID: "d", Provider: p, Policy: policy,
-				Workspace: &sandbox.Workspace{Skills: []sandbox.Skill{{Path: "input.txt", Content: "from the workspace\n"}}}}
-			journals := t.TempDir()
-			newRunner := func(h *acp.Harness) *run.Runner {
-				r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{h}, run.Options{
-					JournalDir: journals, LeaseTTL: 2 * time.Second, PollInterval: 50 * time.Millisecond, CancelCheck: 100 * time.Millisecond})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = r.Close(context.Background()) })
-				return r
-			}
+			w := newReplicas(t, askPolicy(c.def))
+			journals := w.journals
 			h := acp.New(acp.Options{StartTimeout: 30 * time.Second, ExitGrace: 2 * time.Second, AnswerPoll: 50 * time.Millisecond})
 			t.Cleanup(func() { _ = h.Close(testCtx(t)) })
-			r := newRunner(h)
+			r := w.runner(t, h)
 			answerer := r
 			if c.replica {
-				answerer = newRunner(acp.New(acp.Options{}))
+				answerer = w.runner(t, acp.New(acp.Options{}))
 			}
 			ctx := testCtx(t)
 			rec, err := r.Start(ctx, run.StartRequest{Definition: "d", Thread: "th", Harness: acp.Name, Prompt: "p", Args: []string{bin},

@@ -2,7 +2,6 @@ package codex_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -21,7 +19,6 @@ import (
 	"github.com/d10ffeed/corral/harness/harnesstest"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
-	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -64,22 +61,7 @@ func TestCaptureFixtures(t *testing.T) {
 			if c.drops > 0 {
 				base = dropProxy(t, srv.URL, c.drops) + "/v1"
 			}
-			p, err := local.New(local.Options{BaseDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			h, err := p.Create(ctx, sandbox.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = h.Destroy(context.Background()) })
-			ws := h.ID()
-			testutil.Git(t, ws, "init", "-q")
-			if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("hello\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			ctx, h := harnesstest.CaptureSandbox(t)
 			secrets, _ := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": canaryKey})
 			sessions := t.TempDir()
 			req := harness.Request{Run: harness.Run{RunID: "capture"}, Prompt: "do it", Model: fakemodel.ModelID, Secrets: secrets, Policy: c.policy,
@@ -91,10 +73,7 @@ func TestCaptureFixtures(t *testing.T) {
 				req.Prompt = "again"
 			}
 			out := harnesstest.Capture(t, ctx, codex.Harness{}, h, req, c.kill, 300*time.Millisecond)
-			out = bytes.ReplaceAll(out, []byte(ws), []byte("/workspace"))
-			if err := os.WriteFile(filepath.Join("testdata", "real-"+c.name+".jsonl"), out, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			harnesstest.WriteFixture(t, h, "real-"+c.name+".jsonl", out)
 		})
 	}
 }

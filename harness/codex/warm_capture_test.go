@@ -1,13 +1,7 @@
 package codex_test
 
 import (
-	"bytes"
-	"context"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +10,7 @@ import (
 	"github.com/d10ffeed/corral/harness/harnesstest"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
-	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -48,62 +42,15 @@ func TestCaptureWarmFixtures(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv := fakemodel.New(t, c.script)
-			p, err := local.New(local.Options{BaseDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			h, err := p.Create(ctx, sandbox.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = h.Destroy(context.Background()) })
-			ws := h.ID()
-			testutil.Git(t, ws, "init", "-q")
-			if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("hello\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			ctx, h := harnesstest.CaptureSandbox(t)
 			secrets, _ := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": canaryKey})
 			journals := t.TempDir()
-			killKeepers(t, journals)
+			t.Cleanup(func() { turntest.KillKeepers(journals, codex.WarmDirPrefix) })
 			req := harness.Request{Run: harness.Run{RunID: "capture", ThreadID: "t-" + c.name}, Prompt: "do it", Model: fakemodel.ModelID, Secrets: secrets,
 				RunDir:  filepath.Join(journals, "run.d"),
 				Options: map[string]string{codex.OptExecutable: bin, codex.OptBaseURL: srv.OpenAIURL(), codex.OptSessionsDir: t.TempDir(), codex.OptWarm: "true"}}
 			out := harnesstest.Capture(t, ctx, codex.Harness{}, h, req, c.kill, 300*time.Millisecond)
-			out = bytes.ReplaceAll(out, []byte(ws), []byte("/workspace"))
-			if err := os.WriteFile(filepath.Join("testdata", "app-"+c.name+".jsonl"), out, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			harnesstest.WriteFixture(t, h, "app-"+c.name+".jsonl", out)
 		})
 	}
-}
-
-// keeperPIDs returns the pids recorded by the keeper directories under
-// the journal directory.
-func keeperPIDs(t *testing.T, journals string) []int {
-	t.Helper()
-	dirs, _ := filepath.Glob(filepath.Join(journals, codex.WarmDirPrefix+"*"))
-	var pids []int
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "pid"))
-		if err != nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// killKeepers kills, at the test's end, the keepers the test left.
-func killKeepers(t *testing.T, journals string) {
-	t.Helper()
-	t.Cleanup(func() {
-		for _, pid := range keeperPIDs(t, journals) {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
 }

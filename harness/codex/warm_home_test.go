@@ -10,6 +10,7 @@ import (
 
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/internal/testutil"
+	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -25,7 +26,7 @@ done
 `
 
 // warmHomeWorld is a local sandbox with a stand-in app-server, and a
-// stand-in bwrap on PATH when outside is set, so the keeper's CODEX_HOME
+// stand-in bwrap on PATH when outside is set (else none at all), so the keeper's CODEX_HOME
 // is made under HOME (in /var/tmp) rather than in the keeper directory.
 type warmHomeWorld struct {
 	h       sandbox.Handle
@@ -39,36 +40,18 @@ type warmHomeWorld struct {
 func newWarmHomeWorld(t *testing.T, outside bool) *warmHomeWorld {
 	t.Helper()
 	h, ctx := newHandle(t)
-	base, err := os.MkdirTemp("/var/tmp", "corral-codex-warm-test-")
-	if err != nil {
-		t.Skipf("no writable /var/tmp: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	bin := filepath.Join(base, "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base, bin := outsideTmp(t)
 	exe := filepath.Join(bin, "codex")
 	if err := os.WriteFile(exe, []byte(standInAppServer), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	path := noBwrapPath(t, filepath.Join(base, "nobwrap"))
 	if outside {
-		if err := os.WriteFile(filepath.Join(bin, "bwrap"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
 		path = bin + ":" + os.Getenv("PATH")
 	}
 	w := &warmHomeWorld{h: h, ctx: ctx, base: base, exe: exe, journal: t.TempDir(),
 		env: map[string]string{"HOME": filepath.Join(base, "home"), "PATH": path}}
-	t.Cleanup(func() {
-		dirs, _ := filepath.Glob(filepath.Join(w.journal, WarmDirPrefix+"*", "pid"))
-		for _, f := range dirs {
-			if pid := testutil.PidFile(f); pid > 0 {
-				_ = testutil.KillGroup(pid)
-			}
-		}
-	})
+	t.Cleanup(func() { turntest.KillKeepers(w.journal, WarmDirPrefix) })
 	return w
 }
 

@@ -105,8 +105,12 @@ func (w *Env) KeeperPid() int {
 }
 
 // KillKeepers kills the keeper of every thread (their whole sessions).
-func (w *Env) KillKeepers() {
-	files, _ := filepath.Glob(filepath.Join(w.Journals, w.Prefix+"*", "pid"))
+func (w *Env) KillKeepers() { KillKeepers(w.Journals, w.Prefix) }
+
+// KillKeepers kills the keepers whose directories, in journals, begin
+// with prefix (their whole sessions).
+func KillKeepers(journals, prefix string) {
+	files, _ := filepath.Glob(filepath.Join(journals, prefix+"*", "pid"))
 	for _, f := range files {
 		if pid := testutil.PidFile(f); pid > 0 {
 			_ = testutil.KillGroup(pid)

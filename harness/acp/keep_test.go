@@ -34,15 +34,8 @@ var errSeen = errors.New("seen")
 // reason; every event is in the log once.
 func TestTakeOverPendingPermission(t *testing.T) {
 	bin := agent(t)
-	const id = "acp:command:echo hello"
-	for _, c := range []struct {
-		name    string
-		def     sandbox.Decision // the policy's default; echo * asks
-		wait    time.Duration
-		answer  *bool // nil: nobody answers
-		wantRan bool
-		wantBy  string
-	}{
+	const id = echoApproval
+	for _, c := range []askCase{
 		{"allowed through another replica", sandbox.Deny, time.Minute, ptr(true), true, "answer"},
 		{"denied through another replica", sandbox.Allow, time.Minute, ptr(false), false, "answer"},
 		{"deadline after the takeover, default allow", sandbox.Allow, 3 * time.Second, nil, true, "deadline"},

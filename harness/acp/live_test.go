@@ -27,26 +27,21 @@ import (
 // agent could do) is not authenticated and counts for nothing.
 func TestLiveApproval(t *testing.T) {
 	bin := agent(t)
-	const id = "acp:command:echo hello"
+	const id = echoApproval
 	for _, c := range []struct {
-		name      string
-		def       sandbox.Decision // the policy's default; echo * asks
-		wait      time.Duration
-		answer    *bool // nil: nobody answers
-		replica   bool  // the answer comes through the second runner
-		cancel    bool  // the run is cancelled while the request waits
-		forge     bool  // something in the sandbox writes an answer itself
-		wantRan   bool
-		wantBy    string
+		askCase
+		replica   bool // the answer comes through the second runner
+		cancel    bool // the run is cancelled while the request waits
+		forge     bool // something in the sandbox writes an answer itself
 		wantState store.RunStatus
 	}{
-		{"allowed live", sandbox.Deny, time.Minute, ptr(true), false, false, false, true, "answer", store.RunCompleted},
-		{"denied live", sandbox.Allow, time.Minute, ptr(false), false, false, false, false, "answer", store.RunCompleted},
-		{"allowed through another replica", sandbox.Deny, time.Minute, ptr(true), true, false, false, true, "answer", store.RunCompleted},
-		{"deadline, default deny", sandbox.Deny, 300 * time.Millisecond, nil, false, false, false, false, "deadline", store.RunCompleted},
-		{"deadline, default allow", sandbox.Allow, 300 * time.Millisecond, nil, false, false, false, true, "deadline", store.RunCompleted},
-		{"cancelled while waiting", sandbox.Allow, time.Minute, nil, false, true, false, false, "cancelled", store.RunCancelled},
-		{"forged by the agent", sandbox.Deny, 500 * time.Millisecond, nil, false, false, true, false, "deadline", store.RunCompleted},
+		{askCase{"allowed live", sandbox.Deny, time.Minute, ptr(true), true, "answer"}, false, false, false, store.RunCompleted},
+		{askCase{"denied live", sandbox.Allow, time.Minute, ptr(false), false, "answer"}, false, false, false, store.RunCompleted},
+		{askCase{"allowed through another replica", sandbox.Deny, time.Minute, ptr(true), true, "answer"}, true, false, false, store.RunCompleted},
+		{askCase{"deadline, default deny", sandbox.Deny, 300 * time.Millisecond, nil, false, "deadline"}, false, false, false, store.RunCompleted},
+		{askCase{"deadline, default allow", sandbox.Allow, 300 * time.Millisecond, nil, true, "deadline"}, false, false, false, store.RunCompleted},
+		{askCase{"cancelled while waiting", sandbox.Allow, time.Minute, nil, false, "cancelled"}, false, true, false, store.RunCancelled},
+		{askCase{"forged by the agent", sandbox.Deny, 500 * time.Millisecond, nil, false, "deadline"}, false, false, true, store.RunCompleted},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := newReplicas(t, askPolicy(c.def))

@@ -56,6 +56,20 @@ func newRunner(t *testing.T, h *acp.Harness, policy *sandbox.Policy) *run.Runner
 	return newReplicas(t, policy).runner(t, h)
 }
 
+// askCase is a case of the tests of a permission request the policy asks
+// about (echo * with askPolicy(def)), waiting up to wait for answer.
+type askCase struct {
+	name    string
+	def     sandbox.Decision // the policy's default; echo * asks
+	wait    time.Duration
+	answer  *bool // nil: nobody answers
+	wantRan bool
+	wantBy  string
+}
+
+// echoApproval is the approval id of the scripted agent's echo hello.
+const echoApproval = "acp:command:echo hello"
+
 // askPolicy asks about echo *, allows file writes and decides the rest by
 // def.
 func askPolicy(def sandbox.Decision) *sandbox.Policy {

@@ -2,7 +2,6 @@ package claudecode_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,19 +34,11 @@ func newWarmEnv(t testing.TB, script fakemodel.Script) *turntest.Env {
 // whether the session failed to resume.
 func turnText(t *testing.T, ctx context.Context, r *run.Runner, id string) (text, session string, resumeFailed bool) {
 	t.Helper()
-	for _, e := range follow(t, r, ctx, id) {
-		switch {
-		case e.Type == event.TextMessageContent:
-			text += e.Delta
-		case e.Type == event.Custom && e.Name == event.SessionStarted:
-			var s event.Session
-			_ = json.Unmarshal(e.Value, &s)
-			session = s.ID
-		case e.Type == event.Custom && e.Name == claudecode.ResumeFailed:
-			resumeFailed = true
-		}
+	evs := follow(t, r, ctx, id)
+	for _, e := range evs {
+		resumeFailed = resumeFailed || e.Type == event.Custom && e.Name == claudecode.ResumeFailed
 	}
-	return text, session, resumeFailed
+	return turntest.Text(evs), turntest.Session(evs), resumeFailed
 }
 
 // TestWarmSession: with option warm=true, the thread's second run is

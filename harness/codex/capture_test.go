@@ -24,36 +24,54 @@ import (
 
 var capture = flag.Bool("capture", false, "run the real codex against scripted endpoints and rewrite testdata/real-*.jsonl")
 
-// TestCaptureFixtures records the real-* fixtures: the stdout of the real
-// CLI, prepared by the harness, against fakemodel scripts. Workspace paths
-// are rewritten to /workspace. Run with -capture, then -update.
-func TestCaptureFixtures(t *testing.T) {
+// captureCase is one fixture a capture records: its name and the fake
+// model's script, and for the real-* ones what else the run gets.
+type captureCase struct {
+	name   string
+	script fakemodel.Script
+	policy *sandbox.Policy
+	drops  int32  // responses requests cut off before completion
+	kill   string // a line after which the capture is cancelled
+	resume string // the fixture whose session is resumed
+}
+
+// captureBin skips the test unless -capture is given (to record the
+// fixtures what names) and returns the real CLI.
+func captureBin(t *testing.T, what string) string {
+	t.Helper()
 	if !*capture {
-		t.Skip("run with -capture to record the real-* fixtures")
+		t.Skip("run with -capture to record the " + what + " fixtures")
 	}
-	bin := testutil.AgentBin(t, "codex")
+	return testutil.AgentBin(t, "codex")
+}
+
+// commonCaptures are the cases both fixture sets record, cold (real-*)
+// and warm (app-*).
+func commonCaptures() []captureCase {
 	apply := "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\nEOF\n"
-	cases := []struct {
-		name   string
-		script fakemodel.Script
-		policy *sandbox.Policy
-		drops  int32 // responses requests cut off before completion
-		kill   string
-		resume string // the fixture whose session is resumed
-	}{
+	return []captureCase{
 		{name: "text", script: fakemodel.Say("Hello from the fake model.")},
 		{name: "reasoning", script: fakemodel.ThinkThenSay("Let me think about it.", "Thought it through.")},
 		{name: "command", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "done")},
 		{name: "command-failed", script: fakemodel.RunCommandThenSay("ls /nonexistent-corral", "it is not there")},
 		{name: "file-change", script: fakemodel.Script{Turns: []fakemodel.Turn{
 			{Tool: &fakemodel.ToolCall{Name: "exec_command", Input: mustJSON(map[string]string{"cmd": apply})}}, {Text: "patched"}}}},
-		{name: "read-only", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "could not write"), policy: &sandbox.Policy{FileWrite: sandbox.Deny}},
-		{name: "forbidden", script: fakemodel.RunCommandThenSay("rm README.md", "not allowed"), policy: &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm *"}}}},
-		{name: "reconnect", script: fakemodel.Say("made it"), drops: 2},
 		{name: "turn-failed", script: fakemodel.Script{Turns: []fakemodel.Turn{{Error: &fakemodel.APIError{Status: 400, Type: "invalid_request_error", Message: "The model fake-model does not exist"}}}}},
-		{name: "interrupted", script: fakemodel.RunCommandThenSay("sleep 30", "done"), kill: `"type":"item.started"`},
-		{name: "resume", script: fakemodel.Script{Turns: []fakemodel.Turn{{Text: "first"}, {Text: "second"}}}, resume: "first"},
 	}
+}
+
+// TestCaptureFixtures records the real-* fixtures: the stdout of the real
+// CLI, prepared by the harness, against fakemodel scripts. Workspace paths
+// are rewritten to /workspace. Run with -capture, then -update.
+func TestCaptureFixtures(t *testing.T) {
+	bin := captureBin(t, "real-*")
+	cases := append(commonCaptures(),
+		captureCase{name: "read-only", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "could not write"), policy: &sandbox.Policy{FileWrite: sandbox.Deny}},
+		captureCase{name: "forbidden", script: fakemodel.RunCommandThenSay("rm README.md", "not allowed"), policy: &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm *"}}}},
+		captureCase{name: "reconnect", script: fakemodel.Say("made it"), drops: 2},
+		captureCase{name: "interrupted", script: fakemodel.RunCommandThenSay("sleep 30", "done"), kill: `"type":"item.started"`},
+		captureCase{name: "resume", script: fakemodel.Script{Turns: []fakemodel.Turn{{Text: "first"}, {Text: "second"}}}, resume: "first"},
+	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv := fakemodel.New(t, c.script)

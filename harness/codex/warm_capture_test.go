@@ -9,7 +9,6 @@ import (
 	"github.com/d10ffeed/corral/harness/codex"
 	"github.com/d10ffeed/corral/harness/harnesstest"
 	"github.com/d10ffeed/corral/internal/fakemodel"
-	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/sandbox"
 )
@@ -20,25 +19,9 @@ import (
 // fakemodel scripts. Workspace paths are rewritten to /workspace. Run with
 // -capture, then -update.
 func TestCaptureWarmFixtures(t *testing.T) {
-	if !*capture {
-		t.Skip("run with -capture to record the app-* fixtures")
-	}
-	bin := testutil.AgentBin(t, "codex")
-	apply := "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\nEOF\n"
-	cases := []struct {
-		name   string
-		script fakemodel.Script
-		kill   string
-	}{
-		{name: "text", script: fakemodel.Say("Hello from the fake model.")},
-		{name: "reasoning", script: fakemodel.ThinkThenSay("Let me think about it.", "Thought it through.")},
-		{name: "command", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "done")},
-		{name: "command-failed", script: fakemodel.RunCommandThenSay("ls /nonexistent-corral", "it is not there")},
-		{name: "file-change", script: fakemodel.Script{Turns: []fakemodel.Turn{
-			{Tool: &fakemodel.ToolCall{Name: "exec_command", Input: mustJSON(map[string]string{"cmd": apply})}}, {Text: "patched"}}}},
-		{name: "turn-failed", script: fakemodel.Script{Turns: []fakemodel.Turn{{Error: &fakemodel.APIError{Status: 400, Type: "invalid_request_error", Message: "The model fake-model does not exist"}}}}},
-		{name: "interrupted", script: fakemodel.RunCommandThenSay("sleep 30", "done"), kill: `"method":"item/started","params":{"item":{"type":"commandExecution"`},
-	}
+	bin := captureBin(t, "app-*")
+	cases := append(commonCaptures(),
+		captureCase{name: "interrupted", script: fakemodel.RunCommandThenSay("sleep 30", "done"), kill: `"method":"item/started","params":{"item":{"type":"commandExecution"`})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv := fakemodel.New(t, c.script)

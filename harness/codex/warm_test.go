@@ -2,7 +2,6 @@ package codex_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -100,19 +99,11 @@ func turnText(t *testing.T, ctx context.Context, r *run.Runner, id string) (text
 		if strings.Contains(string(e.Marshal()), canaryKey) {
 			t.Fatalf("the API key leaked into an event: %s", e.Marshal())
 		}
-		switch {
-		case e.Type == event.TextMessageContent:
-			text += e.Delta
-		case e.Type == event.Custom && e.Name == event.SessionStarted:
-			var s event.Session
-			_ = json.Unmarshal(e.Value, &s)
-			session = s.ID
-		}
 	}
 	if len(evs) > 0 {
 		last = evs[len(evs)-1].Type
 	}
-	return text, session, last
+	return turntest.Text(evs), turntest.Session(evs), last
 }
 
 // TestRealCodexWarmSession: with option warm=true, the thread's second run

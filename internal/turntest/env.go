@@ -2,6 +2,7 @@ package turntest
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -143,6 +144,19 @@ func Text(evs []event.Event) string {
 		}
 	}
 	return b.String()
+}
+
+// Session is the session id of evs' SESSION_STARTED event ("" when none).
+func Session(evs []event.Event) string {
+	for _, e := range evs {
+		if e.Type == event.Custom && e.Name == event.SessionStarted {
+			var s event.Session
+			if json.Unmarshal(e.Value, &s) == nil {
+				return s.ID
+			}
+		}
+	}
+	return ""
 }
 
 // CheckTakeover runs a thread's two turns, the fake model answering "one"

@@ -73,7 +73,7 @@ func warmDir(req harness.Request) string { return harness.WarmDir(req, WarmDirPr
 // "warm PID THREAD", "started PID THREAD [resume_failed]", "busy" or
 // "unsupported".
 const ensureKeeper = harness.WarmAliveSh + warmHomeSh + `d=$1 dg=$2 thr=$3 ses=$4 cfg=$5 rq=$6 sq=$7; shift 7
-command -v setsid >/dev/null 2>&1 && command -v mkfifo >/dev/null 2>&1 || { echo unsupported; exit 0; }
+command -v setsid >/dev/null 2>&1 && command -v mkfifo >/dev/null 2>&1 && [ -d /proc/self/fd ] || { echo unsupported; exit 0; }
 [ -f AGENTS.md ] && dg="$dg $(cksum <AGENTS.md)"
 umask 077; mkdir -p "$d" || exit 1
 p=$(cat "$d/pid" 2>/dev/null) b=$(cat "$d/busy" 2>/dev/null)
@@ -146,6 +146,13 @@ if [ -z "$t" ]; then
   [ -n "$t" ] || { kill -KILL "-$p" 2>/dev/null; echo "thread/start failed: $a" >&2; exit 1; }
 fi
 printf '%s\n' "$t" >"$d/thread"
+# The FIFO's name goes: from here on the app-server's input is reachable
+# only through its keeper's fd 3 (/proc/PID/fd/3), which the agent's
+# commands in codex's own sandbox cannot open (seen: a read-only sandbox
+# still lets them write a FIFO in the keeper directory, and the
+# app-server answers what they write: fs/writeFile, turn/start with
+# another sandboxPolicy).
+rm -f "$d/in"
 echo "started $p $t $note"
 `
 
@@ -195,7 +202,7 @@ tp=$!
 # Opened read-write, the FIFO never blocks its opener; the request is
 # written in the background, so a keeper that died cannot hold the turn.
 # (An asynchronous command's stdin is /dev/null: the request goes by fd 5.)
-exec 4<>"$d/in" 5<&0
+exec 4<>"/proc/$kp/fd/3" 5<&0 || { rm -f "$r" "$d/busy"; kill $tp 2>/dev/null; echo "corral: the warm codex app-server's input is gone" >&2; exit 1; }
 cat <&5 >&4 &
 cp=$!
 exec 4>&- 5<&-

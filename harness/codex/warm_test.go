@@ -16,6 +16,7 @@ import (
 	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/run"
+	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
 )
 
@@ -214,5 +215,59 @@ func TestRealCodexWarmDigestChange(t *testing.T) {
 	text, thread2, last := turnText(t, ctx, r, rec.ID)
 	if text != "two" || thread2 != thread || thread == "" || last != event.RunFinished || w.KeeperPid() == pid || pid == 0 {
 		t.Fatalf("after the change: text %q thread %q (first %q) keeper %d (first %d) last %s", text, thread2, thread, w.KeeperPid(), pid, last)
+	}
+}
+
+// TestRealCodexWarmKeeperOutOfReach: the agent's command, run in codex's
+// own sandbox (workspace-write, and read-only for a policy that denies
+// file writes), tries to reach the thread's kept app-server: a JSON-RPC
+// line into the keeper directory's FIFO (beside the journals, under /tmp
+// here, which codex's sandbox shows) and into any visible fd of a
+// keeper's input under /proc. The app-server never gets it (the FIFO's
+// name is removed once the keeper holds it; the turn client writes
+// through the keeper's fd). A read-only sandbox cannot write a file in the
+// directory; workspace-write can (the documented limit: /tmp is writable
+// there).
+func TestRealCodexWarmKeeperOutOfReach(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		policy   *sandbox.Policy
+		canWrite bool // the keeper directory is writable from the sandbox
+	}{{"WorkspaceWrite", nil, true}, {"ReadOnly", &sandbox.Policy{FileWrite: sandbox.Deny}, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			glob := "/tmp/" + strings.ReplaceAll(t.Name(), "/", "") + "*/*/" + codex.WarmDirPrefix + "*"
+			line := `printf '{"id":"x","method":"turn/start"}\n'`
+			attack := `for d in ` + glob + `; do ` + line + ` >>"$d/in"; echo reached >"$d/probe"; done; ls -d ` + glob +
+				`; for f in /proc/[0-9]*/fd/*; do case $(readlink "$f") in *` + codex.WarmDirPrefix + `*/in*) echo "through $f"; ` + line + ` 1<>"$f" ;; esac; done`
+			w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{
+				{Tool: &fakemodel.ToolCall{Name: "exec_command", Input: mustJSON(map[string]string{"cmd": attack})}}, {Text: "tried"}}})
+			if !strings.HasPrefix(w.Journals, "/tmp/"+strings.ReplaceAll(t.Name(), "/", "")) {
+				t.Skipf("the journal directory %s is not where the attack looks", w.Journals)
+			}
+			w.Def.Policy = c.policy
+			r := w.Runner(t)
+			ctx := warmCtx(t)
+			evs := turntest.Events(t, ctx, r, w.Start(t, ctx, r, "Try.").ID)
+			var out string
+			for _, e := range evs {
+				if e.Type == event.ToolCallResult {
+					out += e.Content
+				}
+			}
+			dirs, _ := filepath.Glob(filepath.Join(w.Journals, codex.WarmDirPrefix+"*"))
+			if len(dirs) != 1 || w.KeeperPid() == 0 {
+				t.Fatalf("no keeper directory (%v): the turn was not warm", dirs)
+			}
+			if _, err := os.Stat(filepath.Join(dirs[0], "probe")); (err == nil) != c.canWrite {
+				t.Errorf("the agent's command wrote into the keeper directory %s: %v, want %v (its output: %q)", dirs[0], err == nil, c.canWrite, out)
+			}
+			log, _ := os.ReadFile(filepath.Join(dirs[0], "log"))
+			for _, l := range strings.Split(string(log), "\n") {
+				if strings.HasPrefix(l, `{"id":"x"`) || strings.Contains(l, `,"id":"x"}`) {
+					t.Errorf("the agent's line reached the app-server, which answered: %.300s", l)
+				}
+			}
+			t.Logf("the command in codex's sandbox saw: %q", out)
+		})
 	}
 }

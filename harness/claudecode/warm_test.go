@@ -67,6 +67,10 @@ func TestWarmSession(t *testing.T) {
 	if err := testutil.KillGroup(pid); err != nil {
 		t.Fatal(err)
 	}
+	// Dead, not dying: a SIGKILLed keeper the next check still sees alive
+	// is taken as warm, and that turn fails (seen under load).
+	testutil.WaitFor(t, ctx, "the killed keeper to be gone", 20*time.Millisecond,
+		func(context.Context) (bool, error) { return len(testutil.SessionProcs(pid)) == 0, nil })
 	rec = w.Start(t, ctx, r, "Third?")
 	text, session3, failed := turnText(t, ctx, r, rec.ID)
 	pid3 := w.KeeperPid()

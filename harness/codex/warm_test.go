@@ -137,6 +137,9 @@ func TestRealCodexWarmSession(t *testing.T) {
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// Dead, not dying (see claudecode's TestWarmSession).
+	testutil.WaitFor(t, ctx, "the killed keeper to be gone", 20*time.Millisecond,
+		func(context.Context) (bool, error) { return len(testutil.SessionProcs(pid)) == 0, nil })
 	rec = w.Start(t, ctx, r, "Third?")
 	text, thread3, last := turnText(t, ctx, r, rec.ID)
 	pid3 := w.KeeperPid()

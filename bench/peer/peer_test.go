@@ -101,6 +101,8 @@ func mkdir(t *testing.T, parts ...string) string {
 func (e *env) startCorral(t *testing.T, dir string, port int) (*daemon, *client.Client) {
 	t.Helper()
 	cfg := filepath.Join(dir, "corral.yaml")
+	// Registered before the daemon starts, so it runs after its stop.
+	destroySandboxesAtEnd(t, mkdir(t, dir, "sandboxes"))
 	if _, err := os.Stat(cfg); err != nil {
 		yaml := fmt.Sprintf(`id: bench
 provider:

@@ -13,15 +13,12 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/event"
-	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/acp"
 	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/journal"
-	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
-	"github.com/d10ffeed/corral/store/memstore"
 )
 
 var errSeen = errors.New("seen")
@@ -37,47 +34,22 @@ var errSeen = errors.New("seen")
 // reason; every event is in the log once.
 func TestTakeOverPendingPermission(t *testing.T) {
 	bin := agent(t)
-	const id = "acp:command:echo hello"
-	for _, c := range []struct {
-		name    string
-		def     sandbox.Decision // the policy's default; echo * asks
-		wait    time.Duration
-		answer  *bool // nil: nobody answers
-		wantRan bool
-		wantBy  string
-	}{
+	const id = echoApproval
+	for _, c := range []askCase{
 		{"allowed through another replica", sandbox.Deny, time.Minute, ptr(true), true, "answer"},
 		{"denied through another replica", sandbox.Allow, time.Minute, ptr(false), false, "answer"},
 		{"deadline after the takeover, default allow", sandbox.Allow, 3 * time.Second, nil, true, "deadline"},
 		{"deadline after the takeover, default deny", sandbox.Deny, 3 * time.Second, nil, false, "deadline"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := local.New(local.Options{BaseDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			st := memstore.New(memstore.Options{})
-			t.Cleanup(func() { st.Close() })
-			policy := &sandbox.Policy{Commands: sandbox.CommandRules{Ask: []string{"echo *"}}, FileWrite: sandbox.Allow, Default: c.def}
-			def := &sandbox.Definition{ID: "d", Provider: p, Policy: policy,
-				Workspace: &sandbox.Workspace{Skills: []sandbox.Skill{{Path: "input.txt", Content: "from the workspace\n"}}}}
-			journals := t.TempDir()
-			newRunner := func(h *acp.Harness) *run.Runner {
-				r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{h}, run.Options{
-					JournalDir: journals, LeaseTTL: 2 * time.Second, PollInterval: 50 * time.Millisecond, CancelCheck: 100 * time.Millisecond})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = r.Close(context.Background()) })
-				return r
-			}
+			w := newReplicas(t, askPolicy(c.def))
 			newH := func() *acp.Harness {
 				h := acp.New(acp.Options{StartTimeout: 30 * time.Second, ExitGrace: 2 * time.Second, AnswerPoll: 50 * time.Millisecond, ReattachWait: time.Minute})
 				t.Cleanup(func() { _ = h.Close(testCtx(t)) })
 				return h
 			}
 			first, second := newH(), newH()
-			r1, r2, answerer := newRunner(first), newRunner(second), newRunner(acp.New(acp.Options{}))
+			r1, r2, answerer := w.runner(t, first), w.runner(t, second), w.runner(t, acp.New(acp.Options{}))
 			ctx := testCtx(t)
 			rec, err := r1.Start(ctx, run.StartRequest{Definition: "d", Thread: "th", Harness: acp.Name, Prompt: "p", Args: []string{bin},
 				Options: map[string]string{acp.OptionApprovalWait: c.wait.String()}})
@@ -160,27 +132,12 @@ func TestTakeOverPendingPermission(t *testing.T) {
 // session, the run taken over ends as today, with acp-session-lost.
 func TestTakeOverAgentGone(t *testing.T) {
 	bin := agent(t)
-	p, err := local.New(local.Options{BaseDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := memstore.New(memstore.Options{})
-	t.Cleanup(func() { st.Close() })
-	def := &sandbox.Definition{ID: "d", Provider: p, Policy: &sandbox.Policy{Default: sandbox.Allow}}
-	journals := t.TempDir()
-	newRunner := func(h *acp.Harness) *run.Runner {
-		r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{h}, run.Options{
-			JournalDir: journals, LeaseTTL: 2 * time.Second, PollInterval: 50 * time.Millisecond, CancelCheck: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = r.Close(context.Background()) })
-		return r
-	}
+	w := newReplicas(t, &sandbox.Policy{Default: sandbox.Allow})
+	journals := w.journals
 	first := acp.New(acp.Options{StartTimeout: 30 * time.Second, ReattachWait: time.Minute})
 	second := acp.New(acp.Options{})
 	t.Cleanup(func() { _ = first.Close(testCtx(t)); _ = second.Close(testCtx(t)) })
-	r1, r2 := newRunner(first), newRunner(second)
+	r1, r2 := w.runner(t, first), w.runner(t, second)
 	ctx := testCtx(t)
 	rec, err := r1.Start(ctx, run.StartRequest{Definition: "d", Thread: "th", Harness: acp.Name, Prompt: "p", Args: []string{bin, "-hang"}})
 	if err != nil {

@@ -1,7 +1,6 @@
 package acp_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,11 +12,9 @@ import (
 	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/acp"
 	"github.com/d10ffeed/corral/journal"
-	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
-	"github.com/d10ffeed/corral/store/memstore"
 )
 
 // TestLiveApproval: with approvalWait set, a permission request the
@@ -30,53 +27,31 @@ import (
 // agent could do) is not authenticated and counts for nothing.
 func TestLiveApproval(t *testing.T) {
 	bin := agent(t)
-	const id = "acp:command:echo hello"
+	const id = echoApproval
 	for _, c := range []struct {
-		name      string
-		def       sandbox.Decision // the policy's default; echo * asks
-		wait      time.Duration
-		answer    *bool // nil: nobody answers
-		replica   bool  // the answer comes through the second runner
-		cancel    bool  // the run is cancelled while the request waits
-		forge     bool  // something in the sandbox writes an answer itself
-		wantRan   bool
-		wantBy    string
+		askCase
+		replica   bool // the answer comes through the second runner
+		cancel    bool // the run is cancelled while the request waits
+		forge     bool // something in the sandbox writes an answer itself
 		wantState store.RunStatus
 	}{
-		{"allowed live", sandbox.Deny, time.Minute, ptr(true), false, false, false, true, "answer", store.RunCompleted},
-		{"denied live", sandbox.Allow, time.Minute, ptr(false), false, false, false, false, "answer", store.RunCompleted},
-		{"allowed through another replica", sandbox.Deny, time.Minute, ptr(true), true, false, false, true, "answer", store.RunCompleted},
-		{"deadline, default deny", sandbox.Deny, 300 * time.Millisecond, nil, false, false, false, false, "deadline", store.RunCompleted},
-		{"deadline, default allow", sandbox.Allow, 300 * time.Millisecond, nil, false, false, false, true, "deadline", store.RunCompleted},
-		{"cancelled while waiting", sandbox.Allow, time.Minute, nil, false, true, false, false, "cancelled", store.RunCancelled},
-		{"forged by the agent", sandbox.Deny, 500 * time.Millisecond, nil, false, false, true, false, "deadline", store.RunCompleted},
+		{askCase{"allowed live", sandbox.Deny, time.Minute, ptr(true), true, "answer"}, false, false, false, store.RunCompleted},
+		{askCase{"denied live", sandbox.Allow, time.Minute, ptr(false), false, "answer"}, false, false, false, store.RunCompleted},
+		{askCase{"allowed through another replica", sandbox.Deny, time.Minute, ptr(true), true, "answer"}, true, false, false, store.RunCompleted},
+		{askCase{"deadline, default deny", sandbox.Deny, 300 * time.Millisecond, nil, false, "deadline"}, false, false, false, store.RunCompleted},
+		{askCase{"deadline, default allow", sandbox.Allow, 300 * time.Millisecond, nil, true, "deadline"}, false, false, false, store.RunCompleted},
+		{askCase{"cancelled while waiting", sandbox.Allow, time.Minute, nil, false, "cancelled"}, false, true, false, store.RunCancelled},
+		{askCase{"forged by the agent", sandbox.Deny, 500 * time.Millisecond, nil, false, "deadline"}, false, false, true, store.RunCompleted},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := local.New(local.Options{BaseDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			st := memstore.New(memstore.Options{})
-			t.Cleanup(func() { st.Close() })
-			policy := &sandbox.Policy{Commands: sandbox.CommandRules{Ask: []string{"echo *"}}, FileWrite: sandbox.Allow, Default: c.def}
-			def := &sandbox.Definition{ID: "d", Provider: p, Policy: policy,
-				Workspace: &sandbox.Workspace{Skills: []sandbox.Skill{{Path: "input.txt", Content: "from the workspace\n"}}}}
-			journals := t.TempDir()
-			newRunner := func(h *acp.Harness) *run.Runner {
-				r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{h}, run.Options{
-					JournalDir: journals, LeaseTTL: 2 * time.Second, PollInterval: 50 * time.Millisecond, CancelCheck: 100 * time.Millisecond})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = r.Close(context.Background()) })
-				return r
-			}
+			w := newReplicas(t, askPolicy(c.def))
+			journals := w.journals
 			h := acp.New(acp.Options{StartTimeout: 30 * time.Second, ExitGrace: 2 * time.Second, AnswerPoll: 50 * time.Millisecond})
 			t.Cleanup(func() { _ = h.Close(testCtx(t)) })
-			r := newRunner(h)
+			r := w.runner(t, h)
 			answerer := r
 			if c.replica {
-				answerer = newRunner(acp.New(acp.Options{}))
+				answerer = w.runner(t, acp.New(acp.Options{}))
 			}
 			ctx := testCtx(t)
 			rec, err := r.Start(ctx, run.StartRequest{Definition: "d", Thread: "th", Harness: acp.Name, Prompt: "p", Args: []string{bin},

@@ -17,7 +17,16 @@ import (
 	"github.com/d10ffeed/corral/store/memstore"
 )
 
-func newRunner(t *testing.T, h *acp.Harness, policy *sandbox.Policy) *run.Runner {
+// replicas is what the corral processes (runners) of a test share: one
+// store, one local sandbox definition "d" with the policy and a workspace
+// holding input.txt, one journal directory.
+type replicas struct {
+	st       store.Store
+	def      *sandbox.Definition
+	journals string
+}
+
+func newReplicas(t *testing.T, policy *sandbox.Policy) *replicas {
 	t.Helper()
 	p, err := local.New(local.Options{BaseDir: t.TempDir()})
 	if err != nil {
@@ -25,15 +34,46 @@ func newRunner(t *testing.T, h *acp.Harness, policy *sandbox.Policy) *run.Runner
 	}
 	st := memstore.New(memstore.Options{})
 	t.Cleanup(func() { st.Close() })
-	def := &sandbox.Definition{ID: "d", Provider: p, Policy: policy,
-		Workspace: &sandbox.Workspace{Skills: []sandbox.Skill{{Path: "input.txt", Content: "from the workspace\n"}}}}
-	r, err := run.New(st, []*sandbox.Definition{def}, []harness.Harness{h}, run.Options{
-		JournalDir: t.TempDir(), LeaseTTL: 2 * time.Second, PollInterval: 50 * time.Millisecond, CancelCheck: 100 * time.Millisecond})
+	return &replicas{st: st, journals: t.TempDir(), def: &sandbox.Definition{ID: "d", Provider: p, Policy: policy,
+		Workspace: &sandbox.Workspace{Skills: []sandbox.Skill{{Path: "input.txt", Content: "from the workspace\n"}}}}}
+}
+
+// runner is one more corral process on the shared store, driving h.
+func (w *replicas) runner(t *testing.T, h *acp.Harness) *run.Runner {
+	t.Helper()
+	r, err := run.New(w.st, []*sandbox.Definition{w.def}, []harness.Harness{h}, run.Options{
+		JournalDir: w.journals, LeaseTTL: 2 * time.Second, PollInterval: 50 * time.Millisecond, CancelCheck: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	return r
+}
+
+// newRunner is a runner of its own world.
+func newRunner(t *testing.T, h *acp.Harness, policy *sandbox.Policy) *run.Runner {
+	t.Helper()
+	return newReplicas(t, policy).runner(t, h)
+}
+
+// askCase is a case of the tests of a permission request the policy asks
+// about (echo * with askPolicy(def)), waiting up to wait for answer.
+type askCase struct {
+	name    string
+	def     sandbox.Decision // the policy's default; echo * asks
+	wait    time.Duration
+	answer  *bool // nil: nobody answers
+	wantRan bool
+	wantBy  string
+}
+
+// echoApproval is the approval id of the scripted agent's echo hello.
+const echoApproval = "acp:command:echo hello"
+
+// askPolicy asks about echo *, allows file writes and decides the rest by
+// def.
+func askPolicy(def sandbox.Decision) *sandbox.Policy {
+	return &sandbox.Policy{Commands: sandbox.CommandRules{Ask: []string{"echo *"}}, FileWrite: sandbox.Allow, Default: def}
 }
 
 func follow(t *testing.T, ctx context.Context, r *run.Runner, id string) []event.Event {

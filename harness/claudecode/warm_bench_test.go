@@ -25,13 +25,13 @@ func BenchmarkNextTurn(b *testing.B) {
 		turntest.ModelFloor(b, srv.URL+"/v1/messages", body, http.Header{"X-Api-Key": {"sk-ant-fake"}}, "text_delta")
 	}, func(b *testing.B, warm string) {
 		w := newWarmEnv(b, fakemodel.Say("hi"))
-		w.opts[claudecode.OptWarm] = warm
-		r := w.runner(b)
+		w.Options[claudecode.OptWarm] = warm
+		r := w.Runner(b)
 		ctx := testCtx(b)
-		if err := r.Wait(ctx, w.start(b, ctx, r, "Hello.").ID); err != nil {
+		if err := r.Wait(ctx, w.Start(b, ctx, r, "Hello.").ID); err != nil {
 			b.Fatal(err)
 		}
-		turntest.FirstText(b, ctx, r, func() store.Run { return w.start(b, ctx, r, "Next.") })
+		turntest.FirstText(b, ctx, r, func() store.Run { return w.Start(b, ctx, r, "Next.") })
 	})
 }
 
@@ -48,13 +48,13 @@ func BenchmarkFirstTurn(b *testing.B) {
 		turntest.ModelFloor(b, srv.URL+"/v1/messages", body, http.Header{"X-Api-Key": {"sk-ant-fake"}}, "text_delta")
 	}, func(b *testing.B, warm string) {
 		w := newWarmEnv(b, fakemodel.Say("hi"))
-		w.opts[claudecode.OptWarm] = warm
-		r := w.runner(b)
+		w.Options[claudecode.OptWarm] = warm
+		r := w.Runner(b)
 		ctx := testCtx(b)
 		i := 0
 		turntest.FirstText(b, ctx, r, func() store.Run {
 			i++
-			return w.startIn(b, ctx, r, "first-"+strconv.Itoa(i), "Hello.")
+			return w.StartIn(b, ctx, r, "first-"+strconv.Itoa(i), "Hello.")
 		})
 	})
 }

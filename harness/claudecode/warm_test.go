@@ -2,7 +2,6 @@ package claudecode_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,114 +11,34 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/event"
-	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/internal/turntest"
-	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/run"
-	"github.com/d10ffeed/corral/sandbox"
-	"github.com/d10ffeed/corral/store"
-	"github.com/d10ffeed/corral/store/memstore"
 )
 
-// warmEnv is a runner pair's world for warm-session tests: one store, one
-// journal directory (where the keeper directories live), a local provider.
-type warmEnv struct {
-	st       store.Store
-	def      *sandbox.Definition
-	journals string
-	opts     map[string]string
-	env      map[string]string
-}
-
-func newWarmEnv(t testing.TB, script fakemodel.Script) *warmEnv {
+// newWarmEnv is the warm-session tests' world (turntest.Env) with the
+// real CLI against the fake model running script.
+func newWarmEnv(t testing.TB, script fakemodel.Script) *turntest.Env {
 	t.Helper()
 	bin := testutil.AgentBin(t, "claude")
 	srv := fakemodel.New(t, script)
-	p, err := local.New(local.Options{BaseDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	secrets, _ := sandbox.NewSecrets(map[string]string{claudecode.APIKeySecret: "sk-ant-fake-key"})
-	st := memstore.New(memstore.Options{})
-	t.Cleanup(func() { st.Close() })
-	w := &warmEnv{
-		st: st, journals: t.TempDir(), env: quietEnv(t),
-		def: &sandbox.Definition{ID: "claude", Provider: p,
-			Workspace: &sandbox.Workspace{Source: &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hi\n"})}, Secrets: secrets}},
-		opts: map[string]string{"executable": bin, "baseURL": srv.URL, "isSandbox": "true", claudecode.OptWarm: "true"},
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			testutil.LogFiles(t, nil, filepath.Join(w.journals, "*", "*"), filepath.Join(w.journals, "*"))
-		}
-		w.killKeepers(t)
-	})
+	w := turntest.NewEnv(t, claudecode.Harness{}, claudecode.WarmDirPrefix, map[string]string{claudecode.APIKeySecret: "sk-ant-fake-key"})
+	w.Model, w.Env = "claude-sonnet-4-5", quietEnv(t)
+	w.Options = map[string]string{"executable": bin, "baseURL": srv.URL, "isSandbox": "true", claudecode.OptWarm: "true"}
 	return w
-}
-
-func (w *warmEnv) runner(t testing.TB) *run.Runner {
-	t.Helper()
-	r, err := run.New(w.st, []*sandbox.Definition{w.def}, []harness.Harness{claudecode.Harness{}}, run.Options{
-		PollInterval: 50 * time.Millisecond, JournalDir: w.journals, LeaseTTL: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	return r
-}
-
-func (w *warmEnv) start(t testing.TB, ctx context.Context, r *run.Runner, prompt string) store.Run {
-	t.Helper()
-	return w.startIn(t, ctx, r, "th", prompt)
-}
-
-// startIn starts a turn in the given thread.
-func (w *warmEnv) startIn(t testing.TB, ctx context.Context, r *run.Runner, thread, prompt string) store.Run {
-	t.Helper()
-	rec, err := r.Start(ctx, run.StartRequest{Definition: "claude", Thread: thread, Harness: claudecode.Name, Prompt: prompt, Model: "claude-sonnet-4-5", Env: w.env, Options: w.opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
-}
-
-// keeperPid is the pid the thread's keeper directory records (0: none).
-func (w *warmEnv) keeperPid(t testing.TB) int {
-	t.Helper()
-	return testutil.PidFile(filepath.Join(w.journals, claudecode.WarmDirPrefix+"*", "pid"))
-}
-
-// killKeepers kills the keeper of every thread (their whole sessions).
-func (w *warmEnv) killKeepers(t testing.TB) {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(w.journals, claudecode.WarmDirPrefix+"*", "pid"))
-	for _, f := range files {
-		if pid := testutil.PidFile(f); pid > 0 {
-			_ = testutil.KillGroup(pid)
-		}
-	}
 }
 
 // turnText follows a run to its end and returns its text, session and
 // whether the session failed to resume.
 func turnText(t *testing.T, ctx context.Context, r *run.Runner, id string) (text, session string, resumeFailed bool) {
 	t.Helper()
-	for _, e := range follow(t, r, ctx, id) {
-		switch {
-		case e.Type == event.TextMessageContent:
-			text += e.Delta
-		case e.Type == event.Custom && e.Name == event.SessionStarted:
-			var s event.Session
-			_ = json.Unmarshal(e.Value, &s)
-			session = s.ID
-		case e.Type == event.Custom && e.Name == claudecode.ResumeFailed:
-			resumeFailed = true
-		}
+	evs := follow(t, r, ctx, id)
+	for _, e := range evs {
+		resumeFailed = resumeFailed || e.Type == event.Custom && e.Name == claudecode.ResumeFailed
 	}
-	return text, session, resumeFailed
+	return turntest.Text(evs), turntest.Session(evs), resumeFailed
 }
 
 // TestWarmSession: with option warm=true, the thread's second run is
@@ -128,19 +47,19 @@ func turnText(t *testing.T, ctx context.Context, r *run.Runner, id string) (text
 // on the next turn, which resumes the session with the right answer.
 func TestWarmSession(t *testing.T) {
 	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: "two"}, {Text: "three"}}})
-	r := w.runner(t)
+	r := w.Runner(t)
 	ctx := testCtx(t)
 
-	rec := w.start(t, ctx, r, "First?")
+	rec := w.Start(t, ctx, r, "First?")
 	text, session, _ := turnText(t, ctx, r, rec.ID)
-	pid := w.keeperPid(t)
+	pid := w.KeeperPid()
 	if text != "one" || session == "" || pid == 0 {
 		t.Fatalf("first turn: text %q session %q keeper %d", text, session, pid)
 	}
-	rec = w.start(t, ctx, r, "Second?")
+	rec = w.Start(t, ctx, r, "Second?")
 	text, session2, failed := turnText(t, ctx, r, rec.ID)
-	if text != "two" || session2 != session || failed || w.keeperPid(t) != pid || syscall.Kill(pid, 0) != nil {
-		t.Fatalf("second turn: text %q session %q (first %q) resume failed %v keeper %d (first %d)", text, session2, session, failed, w.keeperPid(t), pid)
+	if text != "two" || session2 != session || failed || w.KeeperPid() != pid || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("second turn: text %q session %q (first %q) resume failed %v keeper %d (first %d)", text, session2, session, failed, w.KeeperPid(), pid)
 	}
 
 	// The keeper dies between turns: the next turn starts a new one that
@@ -148,9 +67,13 @@ func TestWarmSession(t *testing.T) {
 	if err := testutil.KillGroup(pid); err != nil {
 		t.Fatal(err)
 	}
-	rec = w.start(t, ctx, r, "Third?")
+	// Dead, not dying: a SIGKILLed keeper the next check still sees alive
+	// is taken as warm, and that turn fails (seen under load).
+	testutil.WaitFor(t, ctx, "the killed keeper to be gone", 20*time.Millisecond,
+		func(context.Context) (bool, error) { return len(testutil.SessionProcs(pid)) == 0, nil })
+	rec = w.Start(t, ctx, r, "Third?")
 	text, session3, failed := turnText(t, ctx, r, rec.ID)
-	pid3 := w.keeperPid(t)
+	pid3 := w.KeeperPid()
 	if text != "three" || session3 != session || failed || pid3 == pid || pid3 == 0 {
 		t.Fatalf("after the kill: text %q session %q (first %q) resume failed %v keeper %d (killed %d)", text, session3, session, failed, pid3, pid)
 	}
@@ -161,11 +84,11 @@ func TestWarmSession(t *testing.T) {
 // leaves no process of the keeper's session behind.
 func TestWarmCancel(t *testing.T) {
 	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: strings.Repeat("slow words ", 400)}}, Delay: 20 * time.Millisecond, ChunkSize: 4})
-	r := w.runner(t)
+	r := w.Runner(t)
 	ctx := testCtx(t)
-	rec := w.start(t, ctx, r, "Talk.")
+	rec := w.Start(t, ctx, r, "Talk.")
 	turntest.UntilText(ctx, r, rec.ID)
-	pid := w.keeperPid(t)
+	pid := w.KeeperPid()
 	if pid == 0 || len(testutil.SessionProcs(pid)) == 0 {
 		t.Fatalf("no live keeper mid-turn (pid %d)", pid)
 	}
@@ -173,54 +96,12 @@ func TestWarmCancel(t *testing.T) {
 }
 
 // TestWarmTakeover: a warm turn whose driving runner goes away mid-answer
-// (it closes, dropping its driver and lease, as the takeover tests do) is
-// taken over by another runner on the same store and delivered once: every
-// stored event delivered in order, one RUN_FINISHED, the whole answer.
+// is taken over by another runner on the same store and delivered once,
+// on the same keeper (turntest.Env.CheckTakeover).
 func TestWarmTakeover(t *testing.T) {
 	answer := strings.Repeat("word ", 200)
 	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: answer}}, Delay: 10 * time.Millisecond, ChunkSize: 8})
-	a, b := w.runner(t), w.runner(t)
-	ctx := testCtx(t)
-	rec := w.start(t, ctx, a, "First?")
-	if text, _, _ := turnText(t, ctx, a, rec.ID); text != "one" {
-		t.Fatalf("first turn: %q", text)
-	}
-	pid := w.keeperPid(t)
-	rec = w.start(t, ctx, a, "Second?")
-	turntest.UntilText(ctx, a, rec.ID)
-	if err := a.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var seqs []int64
-	if err := b.Attach(ctx, rec.ID, 0, func(e store.Event) error { seqs = append(seqs, e.Seq); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Wait(ctx, rec.ID); err != nil {
-		t.Fatal(err)
-	}
-	stored, err := w.st.ReadEvents(ctx, rec.ID, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text string
-	finished := 0
-	for i, e := range stored {
-		if e.Seq != int64(i+1) || i >= len(seqs) || seqs[i] != e.Seq {
-			t.Fatalf("event %d has seq %d (delivered %v)", i+1, e.Seq, seqs)
-		}
-		ev, _ := event.Unmarshal(e.Data)
-		if ev.Type == event.TextMessageContent {
-			text += ev.Delta
-		}
-		if ev.Type == event.RunFinished {
-			finished++
-		}
-	}
-	final, _, _ := w.st.GetRun(ctx, rec.ID)
-	if final.Status != store.RunCompleted || final.DriverEpoch < 2 || len(seqs) != len(stored) || finished != 1 || text != answer || w.keeperPid(t) != pid {
-		t.Errorf("status %s epoch %d, delivered %d of %d, %d RUN_FINISHED, text %d bytes (want %d), keeper %d (was %d)",
-			final.Status, final.DriverEpoch, len(seqs), len(stored), finished, len(text), len(answer), w.keeperPid(t), pid)
-	}
+	w.CheckTakeover(t, testCtx(t), answer)
 }
 
 // TestWarmPrepareSession: the keeper check that starts a keeper also looks

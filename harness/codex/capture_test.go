@@ -2,7 +2,6 @@ package codex_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -21,42 +19,59 @@ import (
 	"github.com/d10ffeed/corral/harness/harnesstest"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
-	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
 var capture = flag.Bool("capture", false, "run the real codex against scripted endpoints and rewrite testdata/real-*.jsonl")
 
-// TestCaptureFixtures records the real-* fixtures: the stdout of the real
-// CLI, prepared by the harness, against fakemodel scripts. Workspace paths
-// are rewritten to /workspace. Run with -capture, then -update.
-func TestCaptureFixtures(t *testing.T) {
+// captureCase is one fixture a capture records: its name and the fake
+// model's script, and for the real-* ones what else the run gets.
+type captureCase struct {
+	name   string
+	script fakemodel.Script
+	policy *sandbox.Policy
+	drops  int32  // responses requests cut off before completion
+	kill   string // a line after which the capture is cancelled
+	resume string // the fixture whose session is resumed
+}
+
+// captureBin skips the test unless -capture is given (to record the
+// fixtures what names) and returns the real CLI.
+func captureBin(t *testing.T, what string) string {
+	t.Helper()
 	if !*capture {
-		t.Skip("run with -capture to record the real-* fixtures")
+		t.Skip("run with -capture to record the " + what + " fixtures")
 	}
-	bin := testutil.AgentBin(t, "codex")
+	return testutil.AgentBin(t, "codex")
+}
+
+// commonCaptures are the cases both fixture sets record, cold (real-*)
+// and warm (app-*).
+func commonCaptures() []captureCase {
 	apply := "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\nEOF\n"
-	cases := []struct {
-		name   string
-		script fakemodel.Script
-		policy *sandbox.Policy
-		drops  int32 // responses requests cut off before completion
-		kill   string
-		resume string // the fixture whose session is resumed
-	}{
+	return []captureCase{
 		{name: "text", script: fakemodel.Say("Hello from the fake model.")},
 		{name: "reasoning", script: fakemodel.ThinkThenSay("Let me think about it.", "Thought it through.")},
 		{name: "command", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "done")},
 		{name: "command-failed", script: fakemodel.RunCommandThenSay("ls /nonexistent-corral", "it is not there")},
 		{name: "file-change", script: fakemodel.Script{Turns: []fakemodel.Turn{
 			{Tool: &fakemodel.ToolCall{Name: "exec_command", Input: mustJSON(map[string]string{"cmd": apply})}}, {Text: "patched"}}}},
-		{name: "read-only", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "could not write"), policy: &sandbox.Policy{FileWrite: sandbox.Deny}},
-		{name: "forbidden", script: fakemodel.RunCommandThenSay("rm README.md", "not allowed"), policy: &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm *"}}}},
-		{name: "reconnect", script: fakemodel.Say("made it"), drops: 2},
 		{name: "turn-failed", script: fakemodel.Script{Turns: []fakemodel.Turn{{Error: &fakemodel.APIError{Status: 400, Type: "invalid_request_error", Message: "The model fake-model does not exist"}}}}},
-		{name: "interrupted", script: fakemodel.RunCommandThenSay("sleep 30", "done"), kill: `"type":"item.started"`},
-		{name: "resume", script: fakemodel.Script{Turns: []fakemodel.Turn{{Text: "first"}, {Text: "second"}}}, resume: "first"},
 	}
+}
+
+// TestCaptureFixtures records the real-* fixtures: the stdout of the real
+// CLI, prepared by the harness, against fakemodel scripts. Workspace paths
+// are rewritten to /workspace. Run with -capture, then -update.
+func TestCaptureFixtures(t *testing.T) {
+	bin := captureBin(t, "real-*")
+	cases := append(commonCaptures(),
+		captureCase{name: "read-only", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "could not write"), policy: &sandbox.Policy{FileWrite: sandbox.Deny}},
+		captureCase{name: "forbidden", script: fakemodel.RunCommandThenSay("rm README.md", "not allowed"), policy: &sandbox.Policy{Commands: sandbox.CommandRules{Deny: []string{"rm *"}}}},
+		captureCase{name: "reconnect", script: fakemodel.Say("made it"), drops: 2},
+		captureCase{name: "interrupted", script: fakemodel.RunCommandThenSay("sleep 30", "done"), kill: `"type":"item.started"`},
+		captureCase{name: "resume", script: fakemodel.Script{Turns: []fakemodel.Turn{{Text: "first"}, {Text: "second"}}}, resume: "first"},
+	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv := fakemodel.New(t, c.script)
@@ -64,22 +79,7 @@ func TestCaptureFixtures(t *testing.T) {
 			if c.drops > 0 {
 				base = dropProxy(t, srv.URL, c.drops) + "/v1"
 			}
-			p, err := local.New(local.Options{BaseDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			h, err := p.Create(ctx, sandbox.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = h.Destroy(context.Background()) })
-			ws := h.ID()
-			testutil.Git(t, ws, "init", "-q")
-			if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("hello\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			ctx, h := harnesstest.CaptureSandbox(t)
 			secrets, _ := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": canaryKey})
 			sessions := t.TempDir()
 			req := harness.Request{Run: harness.Run{RunID: "capture"}, Prompt: "do it", Model: fakemodel.ModelID, Secrets: secrets, Policy: c.policy,
@@ -91,10 +91,7 @@ func TestCaptureFixtures(t *testing.T) {
 				req.Prompt = "again"
 			}
 			out := harnesstest.Capture(t, ctx, codex.Harness{}, h, req, c.kill, 300*time.Millisecond)
-			out = bytes.ReplaceAll(out, []byte(ws), []byte("/workspace"))
-			if err := os.WriteFile(filepath.Join("testdata", "real-"+c.name+".jsonl"), out, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			harnesstest.WriteFixture(t, h, "real-"+c.name+".jsonl", out)
 		})
 	}
 }

@@ -42,23 +42,31 @@ func baseRequest(t *testing.T) harness.Request {
 	}
 }
 
-// TestPrepareHomeOutsideTmp: with bubblewrap in the sandbox (a stand-in
-// on PATH), the per-run CODEX_HOME is made outside /tmp and listed for
-// removal after the run; without it, it stays in the run directory.
-func TestPrepareHomeOutsideTmp(t *testing.T) {
-	h, ctx := newHandle(t)
+// outsideTmp makes a directory under /var/tmp (removed at the test's
+// end) for a HOME outside /tmp, with bin in it holding a stand-in bwrap.
+func outsideTmp(t *testing.T) (base, bin string) {
+	t.Helper()
 	base, err := os.MkdirTemp("/var/tmp", "corral-codex-home-test-")
 	if err != nil {
 		t.Skipf("no writable /var/tmp: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
-	bin := filepath.Join(base, "bin")
+	bin = filepath.Join(base, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(bin, "bwrap"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return base, bin
+}
+
+// TestPrepareHomeOutsideTmp: with bubblewrap in the sandbox (a stand-in
+// on PATH), the per-run CODEX_HOME is made outside /tmp and listed for
+// removal after the run; without it, it stays in the run directory.
+func TestPrepareHomeOutsideTmp(t *testing.T) {
+	h, ctx := newHandle(t)
+	base, bin := outsideTmp(t)
 	for _, c := range []struct {
 		name    string
 		path    string

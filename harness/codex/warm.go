@@ -72,8 +72,8 @@ func warmDir(req harness.Request) string { return harness.WarmDir(req, WarmDirPr
 // request, the thread/start request, then the app-server argv. Prints
 // "warm PID THREAD", "started PID THREAD [resume_failed]", "busy" or
 // "unsupported".
-const ensureKeeper = harness.WarmAliveSh + `d=$1 dg=$2 thr=$3 ses=$4 cfg=$5 rq=$6 sq=$7; shift 7
-command -v setsid >/dev/null 2>&1 && command -v mkfifo >/dev/null 2>&1 || { echo unsupported; exit 0; }
+const ensureKeeper = harness.WarmAliveSh + warmHomeSh + `d=$1 dg=$2 thr=$3 ses=$4 cfg=$5 rq=$6 sq=$7; shift 7
+command -v setsid >/dev/null 2>&1 && command -v mkfifo >/dev/null 2>&1 && [ -d /proc/self/fd ] || { echo unsupported; exit 0; }
 [ -f AGENTS.md ] && dg="$dg $(cksum <AGENTS.md)"
 umask 077; mkdir -p "$d" || exit 1
 p=$(cat "$d/pid" 2>/dev/null) b=$(cat "$d/busy" 2>/dev/null)
@@ -83,25 +83,37 @@ if [ -n "$p" ] && alive "$p"; then
   kill -KILL "-$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null
 fi
 rm -f "$d/in" "$d/busy" "$d/pid" "$d/log" "$d/thread" "$d/relay".*
-# CODEX_HOME: in the directory, except where codex's bwrap sandbox would
-# hide it (it mounts a fresh /tmp over the helper links codex keeps there).
-h="$d/home"
+rmhome
+# CODEX_HOME: a fresh directory per keeper (so no other keeper, of this
+# thread or another, ever finds one left behind), in the keeper directory
+# except where codex's bwrap sandbox would hide it (it mounts a fresh /tmp
+# over the helper links codex keeps there). One made outside records its
+# keeper directory (owner); the start sweeps homes there whose keeper
+# directory no longer names them, after ten minutes (a start of another
+# thread may be between its mktemp and its record).
+h=
 if command -v bwrap >/dev/null 2>&1; then
   case "$d" in /tmp/*)
     for base in "${HOME:-}/.corral/codex/warm" /var/tmp/corral-codex-warm; do
       case "$base" in /.corral/*|/tmp/*) continue ;; esac
       mkdir -p "$base" 2>/dev/null && [ -w "$base" ] || continue
-      h="$base/$(basename "$d")-$(printf '%s' "$d" | cksum | cut -d' ' -f1)"; break
+      find "$base" -mindepth 1 -maxdepth 1 -name 'codex-warm-*.*' -mmin +10 2>/dev/null | while IFS= read -r o; do
+        ow=$(cat "$o/owner" 2>/dev/null)
+        [ -n "$ow" ] && [ "$(cat "$ow/codex-home" 2>/dev/null)" = "$o" ] || rm -rf "$o"
+      done
+      h=$(mktemp -d "$base/${d##*/}.XXXXXXXX") || continue
+      printf '%s\n' "$d" >"$h/owner"; break
     done ;;
   esac
 fi
-mkdir -p "$h" && chmod 700 "$h" && printf '%s' "$cfg" >"$h/config.toml" && printf '%s\n' "$h" >"$d/codex-home" || exit 1
+[ -n "$h" ] || h=$(mktemp -d "$d/home.XXXXXXXX") || exit 1
+printf '%s\n' "$h" >"$d/codex-home" && chmod 700 "$h" && printf '%s' "$cfg" >"$h/config.toml" || exit 1
 [ -n "$ses" ] || ses=${HOME:-}/.corral/codex/sessions
 mkdir -p "$ses" && ln -sfn "$ses" "$h/sessions" || exit 1
 mkfifo "$d/in" && : >"$d/log" || exit 1
 printf '%s\n' "$dg" >"$d/digest"
 export CODEX_HOME="$h"
-setsid sh -c 'd=$1; shift; exec 3<>"$d/in"; "$@" <&3 >>"$d/log" 2>"$d/err"; printf "{\"method\":\"corral/keeperExited\",\"params\":{\"exit\":%d}}\n" $? >>"$d/log"' corral-codex-keeper "$d" "$@" </dev/null >/dev/null 2>&1 &
+setsid sh -c "$keeperSh" corral-codex-keeper "$d" "$h" "$@" </dev/null >/dev/null 2>&1 &
 p=$!
 echo "$p" >"$d/pid"
 # Held open here until the thread answers: what is written before the
@@ -134,13 +146,41 @@ if [ -z "$t" ]; then
   [ -n "$t" ] || { kill -KILL "-$p" 2>/dev/null; echo "thread/start failed: $a" >&2; exit 1; }
 fi
 printf '%s\n' "$t" >"$d/thread"
+# The FIFO's name goes: from here on the app-server's input is reachable
+# only through its keeper's fd 3 (/proc/PID/fd/3), which the agent's
+# commands in codex's own sandbox cannot open (seen: a read-only sandbox
+# still lets them write a FIFO in the keeper directory, and the
+# app-server answers what they write: fs/writeFile, turn/start with
+# another sandboxPolicy).
+rm -f "$d/in"
 echo "started $p $t $note"
+`
+
+// warmHomeSh defines, for the keeper check and the turn client ($d the
+// keeper directory), keeperSh, the keeper's own shell under setsid (args:
+// the directory, its CODEX_HOME, the app-server argv), which removes its
+// CODEX_HOME when the app-server exits or it is signalled (SIGTERM: a
+// local sandbox's destroy), and rmhome, which removes the CODEX_HOME the
+// directory records, only one a keeper check made ($d/home.XXXXXXXX, or
+// <base>/<directory name>.XXXXXXXX), for a keeper killed with SIGKILL.
+const warmHomeSh = `keeperSh='d=$1 h=$2; shift 2
+trap "rm -rf \"\$h\"; exit 143" TERM HUP INT
+exec 3<>"$d/in"
+"$@" <&3 >>"$d/log" 2>"$d/err"
+st=$?
+rm -rf "$h"
+printf "{\"method\":\"corral/keeperExited\",\"params\":{\"exit\":%d}}\n" $st >>"$d/log"'
+rmhome() {
+  _o=$(cat "$d/codex-home" 2>/dev/null)
+  case "$_o" in "$d"/home.????????|*/.corral/codex/warm/"${d##*/}".????????|/var/tmp/corral-codex-warm/"${d##*/}".????????) rm -rf "$_o" ;; esac
+  rm -f "$d/codex-home"
+}
 `
 
 // turnClient is a warm turn's journaled command. Args: dir, keeper pid,
 // codex thread, the turn/start request id, a note line to print first (or
 // ""). Stdin: the turn/start request line.
-const turnClient = harness.WarmAliveSh + `d=$1 kp=$2 thr=$3 rid=$4 note=$5
+const turnClient = harness.WarmAliveSh + warmHomeSh + `d=$1 kp=$2 thr=$3 rid=$4 note=$5
 [ -n "$note" ] && printf '%s\n' "$note"
 if [ "$(cat "$d/pid" 2>/dev/null)" != "$kp" ] || ! alive "$kp"; then
   echo "corral: the warm codex app-server $kp is gone" >&2; exit 1
@@ -153,7 +193,7 @@ off=$(wc -c <"$d/log")
 # whole session and the next turn resumes the thread on a new one.
 stop() {
   kill -KILL "-$kp" 2>/dev/null; kill -KILL "$kp" 2>/dev/null
-  kill -KILL $tp $wp $cp 2>/dev/null; rm -f "$d/busy" "$r"; exit 143
+  kill -KILL $tp $wp $cp 2>/dev/null; rmhome; rm -f "$d/busy" "$r"; exit 143
 }
 trap stop TERM INT HUP
 mkfifo "$r" || exit 1
@@ -162,7 +202,7 @@ tp=$!
 # Opened read-write, the FIFO never blocks its opener; the request is
 # written in the background, so a keeper that died cannot hold the turn.
 # (An asynchronous command's stdin is /dev/null: the request goes by fd 5.)
-exec 4<>"$d/in" 5<&0
+exec 4<>"/proc/$kp/fd/3" 5<&0 || { rm -f "$r" "$d/busy"; kill $tp 2>/dev/null; echo "corral: the warm codex app-server's input is gone" >&2; exit 1; }
 cat <&5 >&4 &
 cp=$!
 exec 4>&- 5<&-

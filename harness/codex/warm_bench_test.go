@@ -32,10 +32,10 @@ func BenchmarkNextTurn(b *testing.B) {
 
 func benchNextTurn(b *testing.B, warm string) {
 	w := newWarmEnv(b, fakemodel.Say("hi"))
-	w.opts[codex.OptWarm] = warm
-	r := w.runner(b)
+	w.Options[codex.OptWarm] = warm
+	r := w.Runner(b)
 	ctx := warmCtx(b)
-	first := w.start(b, ctx, r, "Hello.")
+	first := w.Start(b, ctx, r, "Hello.")
 	if err := r.Wait(ctx, first.ID); err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func benchNextTurn(b *testing.B, warm string) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		rec := w.start(b, ctx, r, "Next.")
+		rec := w.Start(b, ctx, r, "Next.")
 		var got time.Duration
 		err := r.Follow(ctx, rec.ID, 0, func(e store.Event) error {
 			if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent && got == 0 {

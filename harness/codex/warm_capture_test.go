@@ -1,13 +1,7 @@
 package codex_test
 
 import (
-	"bytes"
-	"context"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,8 +9,7 @@ import (
 	"github.com/d10ffeed/corral/harness/codex"
 	"github.com/d10ffeed/corral/harness/harnesstest"
 	"github.com/d10ffeed/corral/internal/fakemodel"
-	"github.com/d10ffeed/corral/internal/testutil"
-	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -26,84 +19,21 @@ import (
 // fakemodel scripts. Workspace paths are rewritten to /workspace. Run with
 // -capture, then -update.
 func TestCaptureWarmFixtures(t *testing.T) {
-	if !*capture {
-		t.Skip("run with -capture to record the app-* fixtures")
-	}
-	bin := testutil.AgentBin(t, "codex")
-	apply := "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\nEOF\n"
-	cases := []struct {
-		name   string
-		script fakemodel.Script
-		kill   string
-	}{
-		{name: "text", script: fakemodel.Say("Hello from the fake model.")},
-		{name: "reasoning", script: fakemodel.ThinkThenSay("Let me think about it.", "Thought it through.")},
-		{name: "command", script: fakemodel.RunCommandThenSay("echo hello > made.txt", "done")},
-		{name: "command-failed", script: fakemodel.RunCommandThenSay("ls /nonexistent-corral", "it is not there")},
-		{name: "file-change", script: fakemodel.Script{Turns: []fakemodel.Turn{
-			{Tool: &fakemodel.ToolCall{Name: "exec_command", Input: mustJSON(map[string]string{"cmd": apply})}}, {Text: "patched"}}}},
-		{name: "turn-failed", script: fakemodel.Script{Turns: []fakemodel.Turn{{Error: &fakemodel.APIError{Status: 400, Type: "invalid_request_error", Message: "The model fake-model does not exist"}}}}},
-		{name: "interrupted", script: fakemodel.RunCommandThenSay("sleep 30", "done"), kill: `"method":"item/started","params":{"item":{"type":"commandExecution"`},
-	}
+	bin := captureBin(t, "app-*")
+	cases := append(commonCaptures(),
+		captureCase{name: "interrupted", script: fakemodel.RunCommandThenSay("sleep 30", "done"), kill: `"method":"item/started","params":{"item":{"type":"commandExecution"`})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv := fakemodel.New(t, c.script)
-			p, err := local.New(local.Options{BaseDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			h, err := p.Create(ctx, sandbox.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = h.Destroy(context.Background()) })
-			ws := h.ID()
-			testutil.Git(t, ws, "init", "-q")
-			if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("hello\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			ctx, h := harnesstest.CaptureSandbox(t)
 			secrets, _ := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": canaryKey})
 			journals := t.TempDir()
-			killKeepers(t, journals)
+			t.Cleanup(func() { turntest.KillKeepers(journals, codex.WarmDirPrefix) })
 			req := harness.Request{Run: harness.Run{RunID: "capture", ThreadID: "t-" + c.name}, Prompt: "do it", Model: fakemodel.ModelID, Secrets: secrets,
 				RunDir:  filepath.Join(journals, "run.d"),
 				Options: map[string]string{codex.OptExecutable: bin, codex.OptBaseURL: srv.OpenAIURL(), codex.OptSessionsDir: t.TempDir(), codex.OptWarm: "true"}}
 			out := harnesstest.Capture(t, ctx, codex.Harness{}, h, req, c.kill, 300*time.Millisecond)
-			out = bytes.ReplaceAll(out, []byte(ws), []byte("/workspace"))
-			if err := os.WriteFile(filepath.Join("testdata", "app-"+c.name+".jsonl"), out, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			harnesstest.WriteFixture(t, h, "app-"+c.name+".jsonl", out)
 		})
 	}
-}
-
-// keeperPIDs returns the pids recorded by the keeper directories under
-// the journal directory.
-func keeperPIDs(t *testing.T, journals string) []int {
-	t.Helper()
-	dirs, _ := filepath.Glob(filepath.Join(journals, codex.WarmDirPrefix+"*"))
-	var pids []int
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "pid"))
-		if err != nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// killKeepers kills, at the test's end, the keepers the test left.
-func killKeepers(t *testing.T, journals string) {
-	t.Helper()
-	t.Cleanup(func() {
-		for _, pid := range keeperPIDs(t, journals) {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
 }

@@ -2,7 +2,6 @@ package codex_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,65 +11,30 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/event"
-	"github.com/d10ffeed/corral/harness"
 	"github.com/d10ffeed/corral/harness/codex"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
-	"github.com/d10ffeed/corral/provider/local"
+	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
-	"github.com/d10ffeed/corral/store/memstore"
 )
 
-// warmEnv is a runner's world for the warm-session tests: one store, one
-// journal directory (where the keeper directories live), a local provider
-// and the fake model.
-type warmEnv struct {
-	st       store.Store
-	def      *sandbox.Definition
-	journals string
-	opts     map[string]string
-}
-
-func newWarmEnv(t testing.TB, script fakemodel.Script) *warmEnv {
+// newWarmEnv is the warm-session tests' world (turntest.Env) with the
+// real CLI against the fake model running script. At the test's end no
+// file of the keeper directories or their CODEX_HOMEs holds the key (it is
+// only in the keeper's environment); then the homes kept outside /tmp
+// (bubblewrap) are removed.
+func newWarmEnv(t testing.TB, script fakemodel.Script) *turntest.Env {
 	t.Helper()
 	bin := testutil.AgentBin(t, "codex")
 	srv := fakemodel.New(t, script)
-	p, err := local.New(local.Options{BaseDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	secrets, _ := sandbox.NewSecrets(map[string]string{"OPENAI_API_KEY": canaryKey})
-	st := memstore.New(memstore.Options{})
-	t.Cleanup(func() { st.Close() })
-	w := &warmEnv{
-		st: st, journals: t.TempDir(),
-		def: &sandbox.Definition{ID: "d", Provider: p,
-			Workspace: &sandbox.Workspace{Source: &sandbox.Source{Git: testutil.BareRepo(t, map[string]string{"README.md": "hi\n"})}, Secrets: secrets}},
-		opts: map[string]string{codex.OptExecutable: bin, codex.OptBaseURL: srv.OpenAIURL(), codex.OptSessionsDir: t.TempDir(), codex.OptWarm: "true"},
-	}
+	w := turntest.NewEnv(t, codex.Harness{}, codex.WarmDirPrefix, map[string]string{"OPENAI_API_KEY": canaryKey})
+	w.Model = fakemodel.ModelID
+	w.Options = map[string]string{codex.OptExecutable: bin, codex.OptBaseURL: srv.OpenAIURL(), codex.OptSessionsDir: t.TempDir(), codex.OptWarm: "true"}
 	t.Cleanup(func() {
-		if t.Failed() {
-			files, _ := filepath.Glob(filepath.Join(w.journals, codex.WarmDirPrefix+"*", "*"))
-			for _, f := range files {
-				if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
-					b, _ := os.ReadFile(f)
-					t.Logf("%s:\n%.3000s", f, b)
-				}
-			}
-		}
-		w.killKeepers()
-		// No file of the keeper's directory or its CODEX_HOME holds the
-		// key (it is only in the keeper's environment); then the home
-		// kept outside /tmp (bubblewrap) is removed.
-		homes, _ := filepath.Glob(filepath.Join(w.journals, codex.WarmDirPrefix+"*", "codex-home"))
-		dirs := []string{w.journals}
-		for _, f := range homes {
-			if b, err := os.ReadFile(f); err == nil && filepath.IsAbs(strings.TrimSpace(string(b))) {
-				dirs = append(dirs, strings.TrimSpace(string(b)))
-			}
-		}
+		w.KillKeepers()
+		dirs := append([]string{w.Journals}, warmHomes(w)...)
 		for _, dir := range dirs {
 			_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 				if err == nil && d.Type().IsRegular() {
@@ -88,41 +52,16 @@ func newWarmEnv(t testing.TB, script fakemodel.Script) *warmEnv {
 	return w
 }
 
-func (w *warmEnv) runner(t testing.TB) *run.Runner {
-	t.Helper()
-	r, err := run.New(w.st, []*sandbox.Definition{w.def}, []harness.Harness{codex.Harness{}}, run.Options{
-		PollInterval: 50 * time.Millisecond, JournalDir: w.journals, LeaseTTL: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+// warmHomes lists the CODEX_HOMEs the keeper directories record.
+func warmHomes(w *turntest.Env) []string {
+	recs, _ := filepath.Glob(filepath.Join(w.Journals, codex.WarmDirPrefix+"*", "codex-home"))
+	var homes []string
+	for _, f := range recs {
+		if b, err := os.ReadFile(f); err == nil && filepath.IsAbs(strings.TrimSpace(string(b))) {
+			homes = append(homes, strings.TrimSpace(string(b)))
+		}
 	}
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	return r
-}
-
-func (w *warmEnv) start(t testing.TB, ctx context.Context, r *run.Runner, prompt string) store.Run {
-	t.Helper()
-	rec, err := r.Start(ctx, run.StartRequest{Definition: "d", Thread: "th", Harness: codex.Name, Prompt: prompt, Model: fakemodel.ModelID, Options: w.opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
-}
-
-// keeperPid is the pid the thread's keeper directory records (0: none).
-func (w *warmEnv) keeperPid() int {
-	files, _ := filepath.Glob(filepath.Join(w.journals, codex.WarmDirPrefix+"*", "pid"))
-	if len(files) != 1 {
-		return 0
-	}
-	b, _ := os.ReadFile(files[0])
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
-}
-
-func (w *warmEnv) killKeepers() {
-	if pid := w.keeperPid(); pid > 0 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-	}
+	return homes
 }
 
 // procsWith lists the live processes whose argv has these words in a row.
@@ -152,44 +91,20 @@ func warmCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// follow follows a run to its end and returns its events.
-func follow(t *testing.T, ctx context.Context, r *run.Runner, id string) []event.Event {
-	t.Helper()
-	var evs []event.Event
-	if err := r.Follow(ctx, id, 0, func(e store.Event) error {
-		ev, err := event.Unmarshal(e.Data)
-		if err == nil {
-			evs = append(evs, ev)
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return evs
-}
-
 // turnText follows a run to its end and returns its text, its codex
 // thread and its last event's type.
 func turnText(t *testing.T, ctx context.Context, r *run.Runner, id string) (text, session string, last event.Type) {
 	t.Helper()
-	evs := follow(t, ctx, r, id)
+	evs := turntest.Events(t, ctx, r, id)
 	for _, e := range evs {
 		if strings.Contains(string(e.Marshal()), canaryKey) {
 			t.Fatalf("the API key leaked into an event: %s", e.Marshal())
-		}
-		switch {
-		case e.Type == event.TextMessageContent:
-			text += e.Delta
-		case e.Type == event.Custom && e.Name == event.SessionStarted:
-			var s event.Session
-			_ = json.Unmarshal(e.Value, &s)
-			session = s.ID
 		}
 	}
 	if len(evs) > 0 {
 		last = evs[len(evs)-1].Type
 	}
-	return text, session, last
+	return turntest.Text(evs), turntest.Session(evs), last
 }
 
 // TestRealCodexWarmSession: with option warm=true, the thread's second run
@@ -200,29 +115,40 @@ func turnText(t *testing.T, ctx context.Context, r *run.Runner, id string) (text
 func TestRealCodexWarmSession(t *testing.T) {
 	srv := fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: "two"}, {Text: "three"}}}
 	w := newWarmEnv(t, srv)
-	r := w.runner(t)
+	r := w.Runner(t)
 	ctx := warmCtx(t)
 
-	rec := w.start(t, ctx, r, "First?")
+	rec := w.Start(t, ctx, r, "First?")
 	text, thread, last := turnText(t, ctx, r, rec.ID)
-	pid := w.keeperPid()
+	pid := w.KeeperPid()
 	if text != "one" || thread == "" || pid == 0 || last != event.RunFinished {
 		t.Fatalf("first turn: text %q thread %q keeper %d last %s", text, thread, pid, last)
 	}
-	rec = w.start(t, ctx, r, "Second?")
+	homes := warmHomes(w)
+	if len(homes) != 1 {
+		t.Fatalf("first turn: CODEX_HOMEs %q, want one", homes)
+	}
+	rec = w.Start(t, ctx, r, "Second?")
 	text, thread2, last := turnText(t, ctx, r, rec.ID)
-	if text != "two" || thread2 != thread || w.keeperPid() != pid || syscall.Kill(pid, 0) != nil || last != event.RunFinished {
-		t.Fatalf("second turn: text %q thread %q (first %q) keeper %d (first %d) last %s", text, thread2, thread, w.keeperPid(), pid, last)
+	if text != "two" || thread2 != thread || w.KeeperPid() != pid || syscall.Kill(pid, 0) != nil || last != event.RunFinished {
+		t.Fatalf("second turn: text %q thread %q (first %q) keeper %d (first %d) last %s", text, thread2, thread, w.KeeperPid(), pid, last)
 	}
 
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	rec = w.start(t, ctx, r, "Third?")
+	// Dead, not dying (see claudecode's TestWarmSession).
+	testutil.WaitFor(t, ctx, "the killed keeper to be gone", 20*time.Millisecond,
+		func(context.Context) (bool, error) { return len(testutil.SessionProcs(pid)) == 0, nil })
+	rec = w.Start(t, ctx, r, "Third?")
 	text, thread3, last := turnText(t, ctx, r, rec.ID)
-	pid3 := w.keeperPid()
+	pid3 := w.KeeperPid()
 	if text != "three" || thread3 != thread || pid3 == pid || pid3 == 0 || last != event.RunFinished {
 		t.Fatalf("after the kill: text %q thread %q (first %q) keeper %d (killed %d) last %s", text, thread3, thread, pid3, pid, last)
+	}
+	// The killed keeper's CODEX_HOME went with its replacement.
+	if _, err := os.Stat(homes[0]); !os.IsNotExist(err) || len(warmHomes(w)) != 1 || warmHomes(w)[0] == homes[0] {
+		t.Errorf("after the replacement: the old CODEX_HOME %s: %v; now %q", homes[0], err, warmHomes(w))
 	}
 	t.Logf("turns 1-2 on keeper %d; killed; turn 3 on keeper %d, thread %s resumed", pid, pid3, thread)
 }
@@ -234,20 +160,21 @@ func TestRealCodexWarmSession(t *testing.T) {
 func TestRealCodexWarmCancel(t *testing.T) {
 	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{
 		{Tool: &fakemodel.ToolCall{Name: "exec_command", Input: mustJSON(map[string]string{"cmd": "sleep 37"})}}, {Text: "slept"}, {Text: "after"}}})
-	r := w.runner(t)
+	r := w.Runner(t)
 	ctx := warmCtx(t)
-	rec := w.start(t, ctx, r, "Sleep.")
+	rec := w.Start(t, ctx, r, "Sleep.")
 	testutil.WaitFor(t, ctx, "the agent's sleep 37 to run", 50*time.Millisecond,
 		func(context.Context) (bool, error) { return len(procsWith("sleep", "37")) > 0, nil })
-	kept := w.keeperPid()
+	kept := w.KeeperPid()
 	if kept == 0 || syscall.Kill(-kept, 0) != nil {
 		t.Fatalf("no live keeper mid-turn (pid %d)", kept)
 	}
+	homes := warmHomes(w)
 	if _, err := r.Cancel(ctx, rec.ID); err != nil {
 		t.Fatal(err)
 	}
 	_ = r.Wait(ctx, rec.ID)
-	if final, _, _ := w.st.GetRun(ctx, rec.ID); final.Status != store.RunCancelled {
+	if final, _, _ := w.Store.GetRun(ctx, rec.ID); final.Status != store.RunCancelled {
 		t.Errorf("status %s, want cancelled", final.Status)
 	}
 	testutil.WaitFor(t, ctx, "the turn's sleep 37 to be gone after the cancel", 50*time.Millisecond,
@@ -255,75 +182,25 @@ func TestRealCodexWarmCancel(t *testing.T) {
 	// The keeper's process group (setsid: its pid) is empty.
 	testutil.WaitFor(t, ctx, "the keeper's processes to be gone after the cancel", 50*time.Millisecond,
 		func(context.Context) (bool, error) { return syscall.Kill(-kept, 0) != nil, nil })
-	rec = w.start(t, ctx, r, "Again.")
-	text, _, last := turnText(t, ctx, r, rec.ID)
-	if last != event.RunFinished || text == "" || w.keeperPid() == kept {
-		t.Fatalf("the turn after the cancel: text %q last %s keeper %d (cancelled %d)", text, last, w.keeperPid(), kept)
-	}
-}
-
-// untilText follows a run until its first text arrives.
-func untilText(ctx context.Context, r *run.Runner, id string) {
-	fctx, stop := context.WithCancel(ctx)
-	defer stop()
-	_ = r.Follow(fctx, id, 0, func(e store.Event) error {
-		if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent {
-			stop()
+	for _, h := range homes {
+		if _, err := os.Stat(h); !os.IsNotExist(err) {
+			t.Errorf("the cancelled keeper's CODEX_HOME %s is still there (%v)", h, err)
 		}
-		return nil
-	})
+	}
+	rec = w.Start(t, ctx, r, "Again.")
+	text, _, last := turnText(t, ctx, r, rec.ID)
+	if last != event.RunFinished || text == "" || w.KeeperPid() == kept {
+		t.Fatalf("the turn after the cancel: text %q last %s keeper %d (cancelled %d)", text, last, w.KeeperPid(), kept)
+	}
 }
 
 // TestRealCodexWarmTakeover: a warm turn whose driving runner goes away
-// mid-answer (it closes, dropping its driver and lease) is taken over by
-// another runner on the same store and delivered once: every stored event
-// delivered in order, one RUN_FINISHED, the whole answer, the keeper
-// unchanged.
+// mid-answer is taken over by another runner on the same store and
+// delivered once, on the same keeper (turntest.Env.CheckTakeover).
 func TestRealCodexWarmTakeover(t *testing.T) {
 	answer := strings.Repeat("word ", 200)
 	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: answer}}, Delay: 10 * time.Millisecond, ChunkSize: 8})
-	a, b := w.runner(t), w.runner(t)
-	ctx := warmCtx(t)
-	rec := w.start(t, ctx, a, "First?")
-	if text, _, _ := turnText(t, ctx, a, rec.ID); text != "one" {
-		t.Fatalf("first turn: %q", text)
-	}
-	pid := w.keeperPid()
-	rec = w.start(t, ctx, a, "Second?")
-	untilText(ctx, a, rec.ID)
-	if err := a.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var seqs []int64
-	if err := b.Attach(ctx, rec.ID, 0, func(e store.Event) error { seqs = append(seqs, e.Seq); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Wait(ctx, rec.ID); err != nil {
-		t.Fatal(err)
-	}
-	stored, err := w.st.ReadEvents(ctx, rec.ID, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text string
-	finished := 0
-	for i, e := range stored {
-		if e.Seq != int64(i+1) || i >= len(seqs) || seqs[i] != e.Seq {
-			t.Fatalf("event %d has seq %d (delivered %v)", i+1, e.Seq, seqs)
-		}
-		ev, _ := event.Unmarshal(e.Data)
-		if ev.Type == event.TextMessageContent {
-			text += ev.Delta
-		}
-		if ev.Type == event.RunFinished {
-			finished++
-		}
-	}
-	final, _, _ := w.st.GetRun(ctx, rec.ID)
-	if final.Status != store.RunCompleted || final.DriverEpoch < 2 || len(seqs) != len(stored) || finished != 1 || text != answer || w.keeperPid() != pid {
-		t.Errorf("status %s epoch %d, delivered %d of %d, %d RUN_FINISHED, text %d bytes (want %d), keeper %d (was %d)",
-			final.Status, final.DriverEpoch, len(seqs), len(stored), finished, len(text), len(answer), w.keeperPid(), pid)
-	}
+	w.CheckTakeover(t, warmCtx(t), answer)
 }
 
 // TestRealCodexWarmDigestChange: a turn whose start-time settings differ
@@ -331,15 +208,69 @@ func TestRealCodexWarmTakeover(t *testing.T) {
 // a new keeper that resumes the same codex thread.
 func TestRealCodexWarmDigestChange(t *testing.T) {
 	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: "two"}}})
-	r := w.runner(t)
+	r := w.Runner(t)
 	ctx := warmCtx(t)
-	rec := w.start(t, ctx, r, "First?")
+	rec := w.Start(t, ctx, r, "First?")
 	_, thread, _ := turnText(t, ctx, r, rec.ID)
-	pid := w.keeperPid()
-	w.opts[codex.OptReasoningEffort] = "low"
-	rec = w.start(t, ctx, r, "Second?")
+	pid := w.KeeperPid()
+	w.Options[codex.OptReasoningEffort] = "low"
+	rec = w.Start(t, ctx, r, "Second?")
 	text, thread2, last := turnText(t, ctx, r, rec.ID)
-	if text != "two" || thread2 != thread || thread == "" || last != event.RunFinished || w.keeperPid() == pid || pid == 0 {
-		t.Fatalf("after the change: text %q thread %q (first %q) keeper %d (first %d) last %s", text, thread2, thread, w.keeperPid(), pid, last)
+	if text != "two" || thread2 != thread || thread == "" || last != event.RunFinished || w.KeeperPid() == pid || pid == 0 {
+		t.Fatalf("after the change: text %q thread %q (first %q) keeper %d (first %d) last %s", text, thread2, thread, w.KeeperPid(), pid, last)
+	}
+}
+
+// TestRealCodexWarmKeeperOutOfReach: the agent's command, run in codex's
+// own sandbox (workspace-write, and read-only for a policy that denies
+// file writes), tries to reach the thread's kept app-server: a JSON-RPC
+// line into the keeper directory's FIFO (beside the journals, under /tmp
+// here, which codex's sandbox shows) and into any visible fd of a
+// keeper's input under /proc. The app-server never gets it (the FIFO's
+// name is removed once the keeper holds it; the turn client writes
+// through the keeper's fd). A read-only sandbox cannot write a file in the
+// directory; workspace-write can (the documented limit: /tmp is writable
+// there).
+func TestRealCodexWarmKeeperOutOfReach(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		policy   *sandbox.Policy
+		canWrite bool // the keeper directory is writable from the sandbox
+	}{{"WorkspaceWrite", nil, true}, {"ReadOnly", &sandbox.Policy{FileWrite: sandbox.Deny}, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			glob := "/tmp/" + strings.ReplaceAll(t.Name(), "/", "") + "*/*/" + codex.WarmDirPrefix + "*"
+			line := `printf '{"id":"x","method":"turn/start"}\n'`
+			attack := `for d in ` + glob + `; do ` + line + ` >>"$d/in"; echo reached >"$d/probe"; done; ls -d ` + glob +
+				`; for f in /proc/[0-9]*/fd/*; do case $(readlink "$f") in *` + codex.WarmDirPrefix + `*/in*) echo "through $f"; ` + line + ` 1<>"$f" ;; esac; done`
+			w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{
+				{Tool: &fakemodel.ToolCall{Name: "exec_command", Input: mustJSON(map[string]string{"cmd": attack})}}, {Text: "tried"}}})
+			if !strings.HasPrefix(w.Journals, "/tmp/"+strings.ReplaceAll(t.Name(), "/", "")) {
+				t.Skipf("the journal directory %s is not where the attack looks", w.Journals)
+			}
+			w.Def.Policy = c.policy
+			r := w.Runner(t)
+			ctx := warmCtx(t)
+			evs := turntest.Events(t, ctx, r, w.Start(t, ctx, r, "Try.").ID)
+			var out string
+			for _, e := range evs {
+				if e.Type == event.ToolCallResult {
+					out += e.Content
+				}
+			}
+			dirs, _ := filepath.Glob(filepath.Join(w.Journals, codex.WarmDirPrefix+"*"))
+			if len(dirs) != 1 || w.KeeperPid() == 0 {
+				t.Fatalf("no keeper directory (%v): the turn was not warm", dirs)
+			}
+			if _, err := os.Stat(filepath.Join(dirs[0], "probe")); (err == nil) != c.canWrite {
+				t.Errorf("the agent's command wrote into the keeper directory %s: %v, want %v (its output: %q)", dirs[0], err == nil, c.canWrite, out)
+			}
+			log, _ := os.ReadFile(filepath.Join(dirs[0], "log"))
+			for _, l := range strings.Split(string(log), "\n") {
+				if strings.HasPrefix(l, `{"id":"x"`) || strings.Contains(l, `,"id":"x"}`) {
+					t.Errorf("the agent's line reached the app-server, which answered: %.300s", l)
+				}
+			}
+			t.Logf("the command in codex's sandbox saw: %q", out)
+		})
 	}
 }

@@ -6,14 +6,41 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/d10ffeed/corral/harness"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/sandbox"
 )
+
+// CaptureSandbox returns a local sandbox for a capture (destroyed at the
+// test's end), its directory a git work tree holding README.md, and a
+// context that ends with the test or after two minutes.
+func CaptureSandbox(t *testing.T) (context.Context, sandbox.Handle) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	sb := testutil.LocalSandbox(t)
+	testutil.Git(t, sb.ID(), "init", "-q")
+	if err := os.WriteFile(filepath.Join(sb.ID(), "README.md"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, sb
+}
+
+// WriteFixture writes a capture's output to testdata/name, the sandbox's
+// directory (sb.ID()) rewritten to /workspace.
+func WriteFixture(t *testing.T, sb sandbox.Handle, name string, out []byte) {
+	t.Helper()
+	out = bytes.ReplaceAll(out, []byte(sb.ID()), []byte("/workspace"))
+	if err := os.WriteFile(filepath.Join("testdata", name), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // Capture prepares h's command for req in the local sandbox sb, runs it
 // directly on the host (its cwd the sandbox's directory, sb.ID() for the

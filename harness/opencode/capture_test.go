@@ -2,10 +2,8 @@ package opencode_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,7 +15,6 @@ import (
 	"github.com/d10ffeed/corral/harness/opencode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
 	"github.com/d10ffeed/corral/internal/testutil"
-	"github.com/d10ffeed/corral/provider/local"
 	"github.com/d10ffeed/corral/sandbox"
 )
 
@@ -76,22 +73,8 @@ func TestCaptureFixtures(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := local.New(local.Options{BaseDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			h, err := p.Create(ctx, sandbox.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = h.Destroy(context.Background()) })
+			ctx, h := harnesstest.CaptureSandbox(t)
 			ws := h.ID()
-			testutil.Git(t, ws, "init", "-q")
-			if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("hello\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
 			if c.write {
 				in, _ := json.Marshal(map[string]string{"filePath": filepath.Join(ws, "notes.txt"), "content": "some notes\n"})
 				c.script = fakemodel.Script{Turns: []fakemodel.Turn{{Tool: &fakemodel.ToolCall{Name: "write", Input: in}}, {Text: "wrote it"}}}
@@ -115,10 +98,7 @@ func TestCaptureFixtures(t *testing.T) {
 				req.Prompt = "again"
 			}
 			out := harnesstest.Capture(t, ctx, opencode.Harness{}, h, req, c.kill, 2*time.Second)
-			out = bytes.ReplaceAll(out, []byte(ws), []byte("/workspace"))
-			if err := os.WriteFile(filepath.Join("testdata", "real-"+c.name+".jsonl"), out, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			harnesstest.WriteFixture(t, h, "real-"+c.name+".jsonl", out)
 		})
 	}
 }

@@ -107,31 +107,42 @@ func (r *Runner) TakeOver(ctx context.Context, runID string) error {
 // Follow calls fn with every event of the run after sequence number after,
 // in order, then with new events as they are appended, until the log is
 // closed (the run ended) or ctx ends. Events appended by this process are
-// delivered at once; those appended by another process are polled for.
+// delivered at once, from the driver's in-memory tail when it holds them
+// (no store read: see tailState); those appended by another process are
+// polled for.
 func (r *Runner) Follow(ctx context.Context, runID string, after int64, fn func(store.Event) error) error {
 	if after < 0 {
 		return sandbox.Errorf(sandbox.InvalidArgument, "run.follow", runID, "negative offset %d", after)
 	}
-	if _, ok, err := r.store.GetRun(ctx, runID); err != nil {
-		return err
-	} else if !ok {
-		return sandbox.Errorf(sandbox.NotFound, "run.follow", runID, "no such run")
+	if r.driving(runID) == nil { // a run driven here exists
+		if _, ok, err := r.store.GetRun(ctx, runID); err != nil {
+			return err
+		} else if !ok {
+			return sandbox.Errorf(sandbox.NotFound, "run.follow", runID, "no such run")
+		}
 	}
+	const page = 1000
 	for {
-		var wake <-chan struct{}
+		var (
+			wake   <-chan struct{}
+			evs    []store.Event
+			closed bool
+			inMem  bool
+		)
 		d := r.driving(runID)
 		if d != nil {
-			wake, _ = d.changed()
+			wake, evs, closed, inMem = d.since(after, page)
 		}
-		// Closing happens after the last append: a log seen closed before
-		// the read has nothing after what the read returns.
-		closed, err := r.store.LogClosed(ctx, runID)
-		if err != nil {
-			return err
-		}
-		evs, err := r.store.ReadEvents(ctx, runID, after, 1000)
-		if err != nil {
-			return err
+		if !inMem {
+			// Closing happens after the last append: a log seen closed
+			// before the read has nothing after what the read returns.
+			var err error
+			if closed, err = r.store.LogClosed(ctx, runID); err != nil {
+				return err
+			}
+			if evs, err = r.store.ReadEvents(ctx, runID, after, page); err != nil {
+				return err
+			}
 		}
 		for _, e := range evs {
 			if err := fn(e); err != nil {
@@ -139,7 +150,7 @@ func (r *Runner) Follow(ctx context.Context, runID string, after int64, fn func(
 			}
 			after = e.Seq
 		}
-		if len(evs) == 1000 {
+		if len(evs) == page {
 			continue
 		}
 		if closed {

@@ -49,6 +49,7 @@ type driver struct {
 	scrub   *scrubber // the run's secret values; nil when it has none
 	agui    aguiState // what the events left open, the approvals asked
 	sinkState
+	tailState
 }
 
 func (r *Runner) newDriver(run store.Run, def *sandbox.Definition, h harness.Harness, lease store.Lease) *driver {
@@ -99,12 +100,18 @@ func (d *driver) drive() {
 }
 
 func (d *driver) body() error {
-	last, err := d.r.store.LastSeq(d.ctx, d.run.ID)
-	if err != nil {
-		return err
+	// A fresh run's log is empty: Start created it a moment ago and no
+	// other process can append (the claim's epoch fences them out).
+	var last int64
+	if d.start == nil {
+		var err error
+		if last, err = d.r.store.LastSeq(d.ctx, d.run.ID); err != nil {
+			return err
+		}
 	}
 	d.mu.Lock()
 	d.stored, d.lastSeq, d.vseq = last, last, 1
+	d.startTail(last)
 	d.mu.Unlock()
 	if done, err := d.finishStored(); done || err != nil {
 		return err

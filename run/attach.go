@@ -199,5 +199,9 @@ func (r *Runner) Cancel(ctx context.Context, runID string) (store.Run, error) {
 			return store.Run{}, err
 		}
 	}
+	if d := r.driving(runID); d != nil {
+		d.askCancel() // the request is stored: the driver here acts on it at once
+		return rec, nil
+	}
 	return rec, r.TakeOver(ctx, runID)
 }

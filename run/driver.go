@@ -34,6 +34,9 @@ type driver struct {
 	started chan struct{} // closed once the agent runs (or driving stopped)
 	startMu sync.Once
 
+	cancelAsk  chan struct{} // closed by askCancel: a cancel was stored for the run
+	cancelOnce sync.Once
+
 	mu        sync.Mutex
 	detaching bool
 	notify    chan struct{}     // closed and replaced after every append
@@ -56,7 +59,7 @@ func (r *Runner) newDriver(run store.Run, def *sandbox.Definition, h harness.Har
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &driver{
 		r: r, run: run, def: def, h: h, lease: lease, ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}), egress: make(chan event.Egress, 256),
+		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}), cancelAsk: make(chan struct{}), egress: make(chan event.Egress, 256),
 		tr: withPolicyNotice(run, h.Translator(harness.Run{RunID: run.ID, ThreadID: run.ThreadID})),
 	}
 	d.scrub = newScrubber(d.scrubSecrets())
@@ -309,6 +312,7 @@ func (d *driver) follow() error {
 	cancelT := time.NewTicker(d.r.opts.CancelCheck)
 	defer cancelT.Stop()
 	cancelled := false
+	cancelAsked := d.cancelAsk // a cancel asked in this process: at once, no poll
 	feed := newLineFeed(d.tr, d.scrub)
 	for {
 		select {
@@ -358,6 +362,12 @@ func (d *driver) follow() error {
 			}
 			if err := d.flush(d.ctx); err != nil {
 				return err
+			}
+		case <-cancelAsked:
+			cancelAsked = nil // once
+			if !cancelled {
+				cancelled = true
+				go d.stopAgent(paths)
 			}
 		case <-cancelT.C:
 			if cancelled {
@@ -412,7 +422,20 @@ func (d *driver) stopAgent(paths journal.Paths) {
 	}
 }
 
+// askCancel tells the driver that a cancel was stored for its run (by
+// Runner.Cancel in this process): it acts at once instead of at its next
+// poll.
+func (d *driver) askCancel() { d.cancelOnce.Do(func() { close(d.cancelAsk) }) }
+
+// cancelRequested reports whether a cancel was asked: in this process
+// (askCancel) without a store read, else as the run's record says (a
+// cancel asked through another process).
 func (d *driver) cancelRequested() (bool, error) {
+	select {
+	case <-d.cancelAsk:
+		return true, nil
+	default:
+	}
 	rec, ok, err := d.r.store.GetRun(d.ctx, d.run.ID)
 	if err != nil || !ok {
 		return false, err

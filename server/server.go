@@ -359,11 +359,19 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 // Last-Event-ID), then streams the live remainder; when no live driver
 // holds the run, this replica takes it over.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.run(r, r.PathValue("id"))
-	if err != nil {
-		s.fail(w, r, err)
+	id := r.PathValue("id")
+	// A run driven here is checked against the driver's record (its
+	// tenant is fixed), without a store read.
+	if tenant, ok := s.opts.Runner.DrivenTenant(id); ok && tenant != tenantOf(r) {
+		s.fail(w, r, notFound("run", id))
 		return
+	} else if !ok {
+		if _, err := s.run(r, id); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
+	var err error
 	raw := r.Header.Get("Last-Event-ID")
 	if raw == "" {
 		raw = r.URL.Query().Get("offset")
@@ -376,7 +384,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !wantsStream(r) && r.URL.Query().Get("format") == "json" {
-		evs, err := s.st.ReadEvents(r.Context(), rec.ID, after, 0)
+		evs, err := s.st.ReadEvents(r.Context(), id, after, 0)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -384,7 +392,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, evs)
 		return
 	}
-	s.stream(w, r, rec.ID, after, true)
+	s.stream(w, r, id, after, true)
 }
 
 // stream writes the run's events as Server-Sent Events, each with its

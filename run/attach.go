@@ -19,6 +19,10 @@ import (
 // keeps trying to take over, so a driver that died is replaced once its
 // lease expires.
 func (r *Runner) Attach(ctx context.Context, runID string, after int64, fn func(store.Event) error) error {
+	return r.attach(ctx, runID, after, eachEvent(fn))
+}
+
+func (r *Runner) attach(ctx context.Context, runID string, after int64, fn func([]store.Event) error) error {
 	if err := r.TakeOver(ctx, runID); err != nil {
 		return err
 	}
@@ -41,7 +45,14 @@ func (r *Runner) Attach(ctx context.Context, runID string, after int64, fn func(
 			}
 		}
 	}()
-	return r.Follow(ctx, runID, after, fn)
+	return r.follow(ctx, runID, after, fn)
+}
+
+// AttachBatched is Attach with the events handed over in the batches they
+// come in (one store read, or one append of this process's driver), so a
+// caller can flush its output once per batch. Each batch is non-empty.
+func (r *Runner) AttachBatched(ctx context.Context, runID string, after int64, fn func([]store.Event) error) error {
+	return r.attach(ctx, runID, after, fn)
 }
 
 // TakeOver starts driving the run in this process unless it is terminal or
@@ -111,6 +122,28 @@ func (r *Runner) TakeOver(ctx context.Context, runID string) error {
 // (no store read: see tailState); those appended by another process are
 // polled for.
 func (r *Runner) Follow(ctx context.Context, runID string, after int64, fn func(store.Event) error) error {
+	return r.follow(ctx, runID, after, eachEvent(fn))
+}
+
+// eachEvent hands fn a batch's events one by one.
+func eachEvent(fn func(store.Event) error) func([]store.Event) error {
+	return func(evs []store.Event) error {
+		for _, e := range evs {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// FollowBatched is Follow with the events handed over in the batches they
+// come in (see AttachBatched). Each batch is non-empty.
+func (r *Runner) FollowBatched(ctx context.Context, runID string, after int64, fn func([]store.Event) error) error {
+	return r.follow(ctx, runID, after, fn)
+}
+
+func (r *Runner) follow(ctx context.Context, runID string, after int64, fn func([]store.Event) error) error {
 	if after < 0 {
 		return sandbox.Errorf(sandbox.InvalidArgument, "run.follow", runID, "negative offset %d", after)
 	}
@@ -144,11 +177,11 @@ func (r *Runner) Follow(ctx context.Context, runID string, after int64, fn func(
 				return err
 			}
 		}
-		for _, e := range evs {
-			if err := fn(e); err != nil {
+		if len(evs) > 0 {
+			if err := fn(evs); err != nil {
 				return err
 			}
-			after = e.Seq
+			after = evs[len(evs)-1].Seq
 		}
 		if len(evs) == page {
 			continue

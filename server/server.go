@@ -441,20 +441,38 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runID string, af
 			}
 		}
 	}()
-	write := func(e store.Event) error {
+	// One write and one flush per batch of events (one store read or one
+	// append of the driver here), not per event.
+	// The buffer is written whenever it holds 64 KiB, so a batch of large
+	// events is not held whole.
+	var buf []byte
+	write := func(evs []store.Event) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, e.Data); err != nil {
-			return err
+		for i, e := range evs {
+			buf = append(buf, "id: "...)
+			buf = strconv.AppendInt(buf, e.Seq, 10)
+			buf = append(buf, "\ndata: "...)
+			buf = append(buf, e.Data...)
+			buf = append(buf, "\n\n"...)
+			if len(buf) >= 64<<10 || i == len(evs)-1 {
+				_, err := w.Write(buf)
+				if buf = buf[:0]; cap(buf) > 1<<20 {
+					buf = nil // a huge event's room is not kept for the stream's life
+				}
+				if err != nil {
+					return err
+				}
+			}
 		}
 		fl.Flush()
 		return nil
 	}
 	var err error
 	if takeover {
-		err = s.opts.Runner.Attach(ctx, runID, after, write)
+		err = s.opts.Runner.AttachBatched(ctx, runID, after, write)
 	} else {
-		err = s.opts.Runner.Follow(ctx, runID, after, write)
+		err = s.opts.Runner.FollowBatched(ctx, runID, after, write)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -62,6 +62,9 @@ func (r *Runner) newDriver(run store.Run, def *sandbox.Definition, h harness.Har
 		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}), cancelAsk: make(chan struct{}), egress: make(chan event.Egress, 256),
 		tr: withPolicyNotice(run, h.Translator(harness.Run{RunID: run.ID, ThreadID: run.ThreadID})),
 	}
+	if !run.CancelRequested.IsZero() {
+		d.askCancel() // claimed after the cancel was stored: act on it at once
+	}
 	d.scrub = newScrubber(d.scrubSecrets())
 	d.limit = r.opts.MaxEventBytes
 	return d

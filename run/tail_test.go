@@ -131,4 +131,3 @@ func TestFollowFromTheTail(t *testing.T) {
 		})
 	}
 }
-

@@ -17,6 +17,7 @@ import (
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
 	"github.com/d10ffeed/corral/store/memstore"
+	"github.com/d10ffeed/corral/store/pgstore/pgtest"
 	"github.com/d10ffeed/corral/store/sqlitestore"
 )
 
@@ -64,6 +65,7 @@ func TestFollowFromTheTail(t *testing.T) {
 			t.Cleanup(func() { _ = s.Close() })
 			return s
 		}},
+		{"postgres", func(t *testing.T) store.Store { return pgtest.Open(t) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)

@@ -418,14 +418,6 @@ func (d *driver) broadcast() {
 	d.mu.Unlock()
 }
 
-// changed returns a channel closed at the next append (or when driving
-// stops) and the last sequence number now.
-func (d *driver) changed() (<-chan struct{}, int64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.notify, d.lastSeq
-}
-
 // validUTF8 returns s with each byte that is not part of valid UTF-8
 // replaced by U+FFFD, as encoding/json does: the delta is then the same
 // string before and after a round trip through the log.

@@ -117,7 +117,9 @@ func (d *driver) body() error {
 	}
 	d.mu.Lock()
 	d.stored, d.lastSeq, d.vseq = last, last, 1
-	d.startTail(last)
+	if d.start == nil {
+		d.startTail(last) // a fresh run's was set by Start
+	}
 	d.mu.Unlock()
 	if done, err := d.finishStored(); done || err != nil {
 		return err

@@ -350,6 +350,9 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 	}
 	d := r.newDriver(claimed, def, h, lease)
 	d.start = &req
+	d.mu.Lock()
+	d.startTail(0) // the log is empty: a follower that comes now needs no store read
+	d.mu.Unlock()
 	r.launch(d)
 	return claimed, nil
 }

@@ -318,8 +318,16 @@ func (d *driver) follow() error {
 	defer cancelT.Stop()
 	cancelled := false
 	cancelAsked := d.cancelAsk // a cancel asked in this process: at once, no poll
+	cancelPending := false
 	feed := newLineFeed(d.tr, d.scrub)
 	for {
+		// A takeover's replay is verified against the stored log to its
+		// end before the cancel kills the agent: a divergence in what is
+		// stored still ends the run failed, whatever came after.
+		if cancelPending && !cancelled && !d.replaying() {
+			cancelled = true
+			go d.stopAgent(paths)
+		}
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -370,10 +378,7 @@ func (d *driver) follow() error {
 			}
 		case <-cancelAsked:
 			cancelAsked = nil // once
-			if !cancelled {
-				cancelled = true
-				go d.stopAgent(paths)
-			}
+			cancelPending = true
 		case <-cancelT.C:
 			if cancelled {
 				continue

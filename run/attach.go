@@ -19,6 +19,10 @@ import (
 // keeps trying to take over, so a driver that died is replaced once its
 // lease expires.
 func (r *Runner) Attach(ctx context.Context, runID string, after int64, fn func(store.Event) error) error {
+	return r.attach(ctx, runID, after, eachEvent(fn))
+}
+
+func (r *Runner) attach(ctx context.Context, runID string, after int64, fn func([]store.Event) error) error {
 	if err := r.TakeOver(ctx, runID); err != nil {
 		return err
 	}
@@ -41,7 +45,14 @@ func (r *Runner) Attach(ctx context.Context, runID string, after int64, fn func(
 			}
 		}
 	}()
-	return r.Follow(ctx, runID, after, fn)
+	return r.follow(ctx, runID, after, fn)
+}
+
+// AttachBatched is Attach with the events handed over in the batches they
+// come in (one store read, or one append of this process's driver), so a
+// caller can flush its output once per batch. Each batch is non-empty.
+func (r *Runner) AttachBatched(ctx context.Context, runID string, after int64, fn func([]store.Event) error) error {
+	return r.attach(ctx, runID, after, fn)
 }
 
 // TakeOver starts driving the run in this process unless it is terminal or
@@ -107,39 +118,72 @@ func (r *Runner) TakeOver(ctx context.Context, runID string) error {
 // Follow calls fn with every event of the run after sequence number after,
 // in order, then with new events as they are appended, until the log is
 // closed (the run ended) or ctx ends. Events appended by this process are
-// delivered at once; those appended by another process are polled for.
+// delivered at once, from the driver's in-memory tail when it holds them
+// (no store read: see tailState); those appended by another process are
+// polled for.
 func (r *Runner) Follow(ctx context.Context, runID string, after int64, fn func(store.Event) error) error {
-	if after < 0 {
-		return sandbox.Errorf(sandbox.InvalidArgument, "run.follow", runID, "negative offset %d", after)
-	}
-	if _, ok, err := r.store.GetRun(ctx, runID); err != nil {
-		return err
-	} else if !ok {
-		return sandbox.Errorf(sandbox.NotFound, "run.follow", runID, "no such run")
-	}
-	for {
-		var wake <-chan struct{}
-		d := r.driving(runID)
-		if d != nil {
-			wake, _ = d.changed()
-		}
-		// Closing happens after the last append: a log seen closed before
-		// the read has nothing after what the read returns.
-		closed, err := r.store.LogClosed(ctx, runID)
-		if err != nil {
-			return err
-		}
-		evs, err := r.store.ReadEvents(ctx, runID, after, 1000)
-		if err != nil {
-			return err
-		}
+	return r.follow(ctx, runID, after, eachEvent(fn))
+}
+
+// eachEvent hands fn a batch's events one by one.
+func eachEvent(fn func(store.Event) error) func([]store.Event) error {
+	return func(evs []store.Event) error {
 		for _, e := range evs {
 			if err := fn(e); err != nil {
 				return err
 			}
-			after = e.Seq
 		}
-		if len(evs) == 1000 {
+		return nil
+	}
+}
+
+// FollowBatched is Follow with the events handed over in the batches they
+// come in (see AttachBatched). Each batch is non-empty.
+func (r *Runner) FollowBatched(ctx context.Context, runID string, after int64, fn func([]store.Event) error) error {
+	return r.follow(ctx, runID, after, fn)
+}
+
+func (r *Runner) follow(ctx context.Context, runID string, after int64, fn func([]store.Event) error) error {
+	if after < 0 {
+		return sandbox.Errorf(sandbox.InvalidArgument, "run.follow", runID, "negative offset %d", after)
+	}
+	if r.driving(runID) == nil { // a run driven here exists
+		if _, ok, err := r.store.GetRun(ctx, runID); err != nil {
+			return err
+		} else if !ok {
+			return sandbox.Errorf(sandbox.NotFound, "run.follow", runID, "no such run")
+		}
+	}
+	const page = 1000
+	for {
+		var (
+			wake   <-chan struct{}
+			evs    []store.Event
+			closed bool
+			inMem  bool
+		)
+		d := r.driving(runID)
+		if d != nil {
+			wake, evs, closed, inMem = d.since(after, page)
+		}
+		if !inMem {
+			// Closing happens after the last append: a log seen closed
+			// before the read has nothing after what the read returns.
+			var err error
+			if closed, err = r.store.LogClosed(ctx, runID); err != nil {
+				return err
+			}
+			if evs, err = r.store.ReadEvents(ctx, runID, after, page); err != nil {
+				return err
+			}
+		}
+		if len(evs) > 0 {
+			if err := fn(evs); err != nil {
+				return err
+			}
+			after = evs[len(evs)-1].Seq
+		}
+		if len(evs) == page {
 			continue
 		}
 		if closed {
@@ -187,6 +231,10 @@ func (r *Runner) Cancel(ctx context.Context, runID string) (store.Run, error) {
 		if err != nil {
 			return store.Run{}, err
 		}
+	}
+	if d := r.driving(runID); d != nil {
+		d.askCancel() // the request is stored: the driver here acts on it at once
+		return rec, nil
 	}
 	return rec, r.TakeOver(ctx, runID)
 }

@@ -34,6 +34,9 @@ type driver struct {
 	started chan struct{} // closed once the agent runs (or driving stopped)
 	startMu sync.Once
 
+	cancelAsk  chan struct{} // closed by askCancel: a cancel was stored for the run
+	cancelOnce sync.Once
+
 	mu        sync.Mutex
 	detaching bool
 	notify    chan struct{}     // closed and replaced after every append
@@ -49,14 +52,18 @@ type driver struct {
 	scrub   *scrubber // the run's secret values; nil when it has none
 	agui    aguiState // what the events left open, the approvals asked
 	sinkState
+	tailState
 }
 
 func (r *Runner) newDriver(run store.Run, def *sandbox.Definition, h harness.Harness, lease store.Lease) *driver {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &driver{
 		r: r, run: run, def: def, h: h, lease: lease, ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}), egress: make(chan event.Egress, 256),
+		done: make(chan struct{}), notify: make(chan struct{}), started: make(chan struct{}), cancelAsk: make(chan struct{}), egress: make(chan event.Egress, 256),
 		tr: withPolicyNotice(run, h.Translator(harness.Run{RunID: run.ID, ThreadID: run.ThreadID})),
+	}
+	if !run.CancelRequested.IsZero() {
+		d.askCancel() // claimed after the cancel was stored: act on it at once
 	}
 	d.scrub = newScrubber(d.scrubSecrets())
 	d.limit = r.opts.MaxEventBytes
@@ -99,12 +106,20 @@ func (d *driver) drive() {
 }
 
 func (d *driver) body() error {
-	last, err := d.r.store.LastSeq(d.ctx, d.run.ID)
-	if err != nil {
-		return err
+	// A fresh run's log is empty: Start created it a moment ago and no
+	// other process can append (the claim's epoch fences them out).
+	var last int64
+	if d.start == nil {
+		var err error
+		if last, err = d.r.store.LastSeq(d.ctx, d.run.ID); err != nil {
+			return err
+		}
 	}
 	d.mu.Lock()
 	d.stored, d.lastSeq, d.vseq = last, last, 1
+	if d.start == nil {
+		d.startTail(last) // a fresh run's was set by Start
+	}
 	d.mu.Unlock()
 	if done, err := d.finishStored(); done || err != nil {
 		return err
@@ -302,8 +317,17 @@ func (d *driver) follow() error {
 	cancelT := time.NewTicker(d.r.opts.CancelCheck)
 	defer cancelT.Stop()
 	cancelled := false
+	cancelAsked := d.cancelAsk // a cancel asked in this process: at once, no poll
+	cancelPending := false
 	feed := newLineFeed(d.tr, d.scrub)
 	for {
+		// A takeover's replay is verified against the stored log to its
+		// end before the cancel kills the agent: a divergence in what is
+		// stored still ends the run failed, whatever came after.
+		if cancelPending && !cancelled && !d.replaying() {
+			cancelled = true
+			go d.stopAgent(paths)
+		}
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -352,6 +376,9 @@ func (d *driver) follow() error {
 			if err := d.flush(d.ctx); err != nil {
 				return err
 			}
+		case <-cancelAsked:
+			cancelAsked = nil // once
+			cancelPending = true
 		case <-cancelT.C:
 			if cancelled {
 				continue
@@ -405,7 +432,20 @@ func (d *driver) stopAgent(paths journal.Paths) {
 	}
 }
 
+// askCancel tells the driver that a cancel was stored for its run (by
+// Runner.Cancel in this process): it acts at once instead of at its next
+// poll.
+func (d *driver) askCancel() { d.cancelOnce.Do(func() { close(d.cancelAsk) }) }
+
+// cancelRequested reports whether a cancel was asked: in this process
+// (askCancel) without a store read, else as the run's record says (a
+// cancel asked through another process).
 func (d *driver) cancelRequested() (bool, error) {
+	select {
+	case <-d.cancelAsk:
+		return true, nil
+	default:
+	}
 	rec, ok, err := d.r.store.GetRun(d.ctx, d.run.ID)
 	if err != nil || !ok {
 		return false, err

@@ -193,6 +193,9 @@ func (d *driver) finalize(status store.RunStatus, exitCode *int, msg string) err
 	if err := d.r.store.CloseLog(ctx, d.run.ID, epoch); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	d.tailClosed = true
+	d.mu.Unlock()
 	d.broadcast()
 	d.afterRun(ctx, status)
 	return nil

@@ -76,8 +76,9 @@ type Options struct {
 	// follow) and the event-log poll interval of a client following a run
 	// driven by another process. Default 250ms and 100ms.
 	PollInterval, LogPollInterval time.Duration
-	// CancelCheck is how often a driver looks for a cancel request.
-	// Default 500ms.
+	// CancelCheck is how often a driver looks in the store for a cancel
+	// request made through another process (one made through this
+	// process's Runner reaches its driver at once). Default 2s.
 	CancelCheck time.Duration
 	// FirstByteTimeout bounds the wait for a fresh journal's first byte.
 	// Default 10s.
@@ -167,7 +168,7 @@ func New(st store.Store, defs []*sandbox.Definition, harnesses []harness.Harness
 		opts.LogPollInterval = 100 * time.Millisecond
 	}
 	if opts.CancelCheck <= 0 {
-		opts.CancelCheck = 500 * time.Millisecond
+		opts.CancelCheck = 2 * time.Second
 	}
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = 2 * time.Second
@@ -349,6 +350,9 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (store.Run, error)
 	}
 	d := r.newDriver(claimed, def, h, lease)
 	d.start = &req
+	d.mu.Lock()
+	d.startTail(0) // the log is empty: a follower that comes now needs no store read
+	d.mu.Unlock()
 	r.launch(d)
 	return claimed, nil
 }
@@ -395,6 +399,16 @@ func (r *Runner) launch(d *driver) {
 		}
 		r.mu.Unlock()
 	}()
+}
+
+// DrivenTenant reports whether this process drives the run now, and the
+// run's tenant if so (a run's tenant never changes), so a caller that
+// only checks whom a run belongs to needs no store read for it.
+func (r *Runner) DrivenTenant(runID string) (tenant string, ok bool) {
+	if d := r.driving(runID); d != nil {
+		return d.run.Tenant, true
+	}
+	return "", false
 }
 
 func (r *Runner) driving(runID string) *driver {

@@ -341,13 +341,16 @@ func (d *driver) flush(ctx context.Context) error {
 	if len(d.pending) == 0 {
 		return nil
 	}
+	// The time is stamped here, as the store would (the time of the
+	// append, to the millisecond), so the tail holds what the store does.
+	now := store.Millis(time.Now())
 	batch := make([]store.NewEvent, len(d.pending))
 	for i, p := range d.pending {
 		if p.content {
 			p.ev.Delta = string(p.buf)
 			p.data = p.ev.Marshal()
 		}
-		batch[i] = store.NewEvent{Type: string(p.ev.Type), Data: p.data}
+		batch[i] = store.NewEvent{Type: string(p.ev.Type), Data: p.data, Time: now}
 	}
 	d.mu.Lock()
 	first := d.lastSeq + 1
@@ -355,8 +358,16 @@ func (d *driver) flush(ctx context.Context) error {
 	if err := d.r.store.AppendEvents(ctx, d.run.ID, d.run.DriverEpoch, first, batch); err != nil {
 		return err
 	}
+	appended := make([]store.Event, len(batch))
+	for i, e := range batch {
+		appended[i] = store.Event{RunID: d.run.ID, Seq: first + int64(i), Type: e.Type, Time: now}
+		if len(e.Data) > 0 {
+			appended[i].Data = e.Data
+		}
+	}
 	d.mu.Lock()
 	d.lastSeq += int64(len(batch))
+	d.addTail(appended)
 	d.mu.Unlock()
 	d.lastFlush = d.r.opts.Now()
 	if !d.contentOut {
@@ -405,14 +416,6 @@ func (d *driver) broadcast() {
 	close(d.notify)
 	d.notify = make(chan struct{})
 	d.mu.Unlock()
-}
-
-// changed returns a channel closed at the next append (or when driving
-// stops) and the last sequence number now.
-func (d *driver) changed() (<-chan struct{}, int64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.notify, d.lastSeq
 }
 
 // validUTF8 returns s with each byte that is not part of valid UTF-8

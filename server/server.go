@@ -359,11 +359,19 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 // Last-Event-ID), then streams the live remainder; when no live driver
 // holds the run, this replica takes it over.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.run(r, r.PathValue("id"))
-	if err != nil {
-		s.fail(w, r, err)
+	id := r.PathValue("id")
+	// A run driven here is checked against the driver's record (its
+	// tenant is fixed), without a store read.
+	if tenant, ok := s.opts.Runner.DrivenTenant(id); ok && tenant != tenantOf(r) {
+		s.fail(w, r, notFound("run", id))
 		return
+	} else if !ok {
+		if _, err := s.run(r, id); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
+	var err error
 	raw := r.Header.Get("Last-Event-ID")
 	if raw == "" {
 		raw = r.URL.Query().Get("offset")
@@ -376,7 +384,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !wantsStream(r) && r.URL.Query().Get("format") == "json" {
-		evs, err := s.st.ReadEvents(r.Context(), rec.ID, after, 0)
+		evs, err := s.st.ReadEvents(r.Context(), id, after, 0)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -384,7 +392,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, evs)
 		return
 	}
-	s.stream(w, r, rec.ID, after, true)
+	s.stream(w, r, id, after, true)
 }
 
 // stream writes the run's events as Server-Sent Events, each with its
@@ -433,20 +441,38 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runID string, af
 			}
 		}
 	}()
-	write := func(e store.Event) error {
+	// One write and one flush per batch of events (one store read or one
+	// append of the driver here), not per event.
+	// The buffer is written whenever it holds 64 KiB, so a batch of large
+	// events is not held whole.
+	var buf []byte
+	write := func(evs []store.Event) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, e.Data); err != nil {
-			return err
+		for i, e := range evs {
+			buf = append(buf, "id: "...)
+			buf = strconv.AppendInt(buf, e.Seq, 10)
+			buf = append(buf, "\ndata: "...)
+			buf = append(buf, e.Data...)
+			buf = append(buf, "\n\n"...)
+			if len(buf) >= 64<<10 || i == len(evs)-1 {
+				_, err := w.Write(buf)
+				if buf = buf[:0]; cap(buf) > 1<<20 {
+					buf = nil // a huge event's room is not kept for the stream's life
+				}
+				if err != nil {
+					return err
+				}
+			}
 		}
 		fl.Flush()
 		return nil
 	}
 	var err error
 	if takeover {
-		err = s.opts.Runner.Attach(ctx, runID, after, write)
+		err = s.opts.Runner.AttachBatched(ctx, runID, after, write)
 	} else {
-		err = s.opts.Runner.Follow(ctx, runID, after, write)
+		err = s.opts.Runner.FollowBatched(ctx, runID, after, write)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -78,7 +78,7 @@ type Options struct {
 	PollInterval, LogPollInterval time.Duration
 	// CancelCheck is how often a driver looks in the store for a cancel
 	// request made through another process (one made through this
-	// process's Runner reaches its driver at once). Default 2s.
+	// process's Runner reaches its driver at once). Default 1s.
 	CancelCheck time.Duration
 	// FirstByteTimeout bounds the wait for a fresh journal's first byte.
 	// Default 10s.
@@ -168,7 +168,7 @@ func New(st store.Store, defs []*sandbox.Definition, harnesses []harness.Harness
 		opts.LogPollInterval = 100 * time.Millisecond
 	}
 	if opts.CancelCheck <= 0 {
-		opts.CancelCheck = 2 * time.Second
+		opts.CancelCheck = time.Second
 	}
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = 2 * time.Second

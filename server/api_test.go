@@ -640,20 +640,46 @@ func (w *cuttingWriter) Write(p []byte) (int, error) {
 	if w.cut {
 		return 0, errCut
 	}
-	n, err := w.ResponseWriter.Write(p)
-	if bytes.HasPrefix(p, []byte("id: ")) {
-		w.left--
-		if w.left == 0 {
-			w.ResponseWriter.(http.Flusher).Flush()
-			conn, _, herr := w.ResponseWriter.(http.Hijacker).Hijack()
-			if herr == nil {
-				_ = conn.Close()
-			}
-			w.cut = true
-			w.onCut()
-		}
+	// The server writes a batch of events at once: the cut falls after
+	// the left-th event, wherever it is in p.
+	starts := eventStarts(p)
+	if len(starts) < w.left || w.left <= 0 {
+		w.left -= len(starts)
+		return w.ResponseWriter.Write(p)
+	}
+	end := len(p)
+	if len(starts) > w.left {
+		end = starts[w.left]
+	}
+	n, err := w.ResponseWriter.Write(p[:end])
+	w.left = 0
+	w.ResponseWriter.(http.Flusher).Flush()
+	conn, _, herr := w.ResponseWriter.(http.Hijacker).Hijack()
+	if herr == nil {
+		_ = conn.Close()
+	}
+	w.cut = true
+	w.onCut()
+	if err == nil && n < len(p) {
+		err = errCut
 	}
 	return n, err
+}
+
+// eventStarts returns the offsets in p of the SSE events' "id: " lines.
+func eventStarts(p []byte) []int {
+	var out []int
+	for i := 0; i < len(p); {
+		if bytes.HasPrefix(p[i:], []byte("id: ")) && (i == 0 || p[i-1] == '\n') {
+			out = append(out, i)
+		}
+		j := bytes.IndexByte(p[i:], '\n')
+		if j < 0 {
+			break
+		}
+		i += j + 1
+	}
+	return out
 }
 
 func (w *cuttingWriter) Flush() {

@@ -50,6 +50,14 @@ type Options struct {
 	// scripts run under sh. The agent itself always runs the host's
 	// programs: the wrapper is given the agent's program by absolute path.
 	ScriptShell string
+	// FavorDynMods remounts the host's cgroup v2 hierarchy with the
+	// favordynmods option at New, where it lacks it (see cgroup.go):
+	// without it, the cgroup migration every run's wrapper makes waits an
+	// RCU grace period (13–20 ms measured) whenever no migration happened
+	// in the last few tens of milliseconds. Host-wide and root only; a
+	// failure is logged, never fatal. Without the option New logs a hint
+	// once per process instead.
+	FavorDynMods bool
 }
 
 // Provider is the local provider. Create it with New.
@@ -93,6 +101,7 @@ func New(opts Options) (*Provider, error) {
 		}
 		opts.Dir = dir
 	}
+	checkCgroup(opts.FavorDynMods, opts.Logger)
 	return &Provider{opts: opts, baseDir: base, log: log, shell: scriptShell(opts.ScriptShell), states: map[string]*state{}}, nil
 }
 

@@ -15,16 +15,18 @@ import (
 //
 //	provider:
 //	  name: local
-//	  local: {baseDir: .corral/sandboxes, scrubEnv: [ANTHROPIC_API_KEY]}
+//	  local: {baseDir: .corral/sandboxes, scrubEnv: [ANTHROPIC_API_KEY], favorDynMods: true}
 type Section struct {
 	Dir      string   `yaml:"dir"`
 	BaseDir  string   `yaml:"baseDir"`
 	ScrubEnv []string `yaml:"scrubEnv"`
+	// FavorDynMods is Options.FavorDynMods.
+	FavorDynMods bool `yaml:"favorDynMods"`
 }
 
 // Provider builds the local provider the section describes.
 func (s *Section) Provider(o registry.BuildOptions) (sandbox.Provider, error) {
-	return New(Options{Dir: o.RelPath(s.Dir), BaseDir: o.RelPath(s.BaseDir), ScrubEnv: append(append([]string(nil), s.ScrubEnv...), o.ScrubEnv...), Logger: o.Logger})
+	return New(Options{Dir: o.RelPath(s.Dir), BaseDir: o.RelPath(s.BaseDir), ScrubEnv: append(append([]string(nil), s.ScrubEnv...), o.ScrubEnv...), FavorDynMods: s.FavorDynMods, Logger: o.Logger})
 }
 
 func init() {

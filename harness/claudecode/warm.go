@@ -100,11 +100,14 @@ echo "started $p $how"
 `
 
 // turnClient is a warm turn's journaled command. Args: dir, keeper pid,
-// a note line to print first (or ""). Stdin: the turn's stream-json user
-// line. Up to the prompt's write it forks only the log's size (wc) and
-// the writer; the relay (a FIFO and tail -f on the log from the noted
-// offset; GNU tail follows by inotify) starts after it.
-const turnClient = harness.WarmAliveSh + `d=$1 kp=$2 note=$3
+// a note line to print first (or ""), the session log's size when the
+// caller read it (or ""), "small" when the prompt line is shorter than
+// smallPrompt bytes. Stdin: the turn's stream-json user line. Up to the
+// prompt's write it forks nothing when it is given the log's size and a
+// small prompt (else the size's wc and the writer's cat); the relay (a
+// FIFO and tail -f on the log from the noted offset; GNU tail follows by
+// inotify) starts after it.
+const turnClient = harness.WarmAliveSh + `d=$1 kp=$2 note=$3 off=$4 small=$5
 [ -n "$note" ] && printf '%s\n' "$note"
 p=
 [ -r "$d/pid" ] && read -r p <"$d/pid"
@@ -114,16 +117,24 @@ fi
 echo $$ >"$d/busy"
 r="$d/relay.$$" tp= wp= cp=
 trap 'kill -KILL "-$kp" 2>/dev/null; kill -KILL "$kp" $tp $wp $cp 2>/dev/null; rm -f "$d/busy" "$r"; exit 143' TERM INT HUP
-off=$(wc -c <"$d/log")
-# Opened read-write, the FIFO never blocks its opener; the prompt is
-# written in the background, so a keeper that died cannot hold the turn.
-# (An asynchronous command's stdin is /dev/null: the prompt goes by fd 5.)
-# It goes in before the relay starts, which reads the log from the offset
-# noted above, so the relay's set-up is off the turn's path.
-exec 4<>"$d/in" 5<&0
-cat <&5 >&4 &
-cp=$!
-exec 4>&- 5<&-
+case $off in ''|*[!0-9]*) off=$(wc -c <"$d/log") ;; esac
+# Opened read-write, the FIFO never blocks its opener. A small prompt
+# is written by the shell itself: less than a pipe's buffer into a FIFO
+# the keeper drains between turns, so the write cannot block. A larger
+# one is written in the background, so a keeper that died cannot hold
+# the turn (an asynchronous command's stdin is /dev/null: the prompt goes
+# by fd 5). It goes in before the relay starts, which reads the log from
+# the offset noted above, so the relay's set-up is off the turn's path.
+exec 4<>"$d/in"
+if [ "$small" = small ]; then
+  IFS= read -r cl; printf '%s\n' "$cl" >&4
+else
+  exec 5<&0
+  cat <&5 >&4 &
+  cp=$!
+  exec 5<&-
+fi
+exec 4>&-
 mkfifo "$r" || { kill -KILL "-$kp" 2>/dev/null; rm -f "$d/busy"; exit 1; }
 tail -c +$((off+1)) -f "$d/log" >"$r" 2>/dev/null &
 tp=$!
@@ -159,15 +170,18 @@ type warmTurn struct {
 func prepareWarm(ctx context.Context, h sandbox.Handle, req harness.Request, w warmTurn) (harness.Invocation, bool, error) {
 	const op = "claudecode.warm"
 	dir := warmDir(req)
-	script := []string{"sh", "-c", ensureKeeper, "corral-claude-warm", dir, warmDigest(w), w.session, newSessionID(), w.instr}
-	res, err := h.Exec(ctx, sandbox.Command{Args: append(append(script, w.args...), "--input-format", "stream-json"), Env: w.env})
-	if err != nil {
-		return harness.Invocation{}, false, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
+	out, logSize, ok := hostWarm(h, dir, w)
+	if !ok {
+		script := []string{"sh", "-c", ensureKeeper, "corral-claude-warm", dir, warmDigest(w), w.session, newSessionID(), w.instr}
+		res, err := h.Exec(ctx, sandbox.Command{Args: append(append(script, w.args...), "--input-format", "stream-json"), Env: w.env})
+		if err != nil {
+			return harness.Invocation{}, false, sandbox.Wrap(sandbox.Internal, op, req.RunID, err)
+		}
+		if res.ExitCode != 0 {
+			return harness.Invocation{}, false, sandbox.Errorf(sandbox.Internal, op, req.RunID, "starting the warm process exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
+		out = strings.Fields(string(res.Stdout))
 	}
-	if res.ExitCode != 0 {
-		return harness.Invocation{}, false, sandbox.Errorf(sandbox.Internal, op, req.RunID, "starting the warm process exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	out := strings.Fields(string(res.Stdout))
 	switch {
 	case len(out) == 2 && out[0] == "warm":
 	case len(out) == 3 && out[0] == "started" && (out[2] == "resumed" || out[2] == "fresh"):
@@ -175,19 +189,52 @@ func prepareWarm(ctx context.Context, h sandbox.Handle, req harness.Request, w w
 		if len(out) == 1 && (out[0] == "busy" || out[0] == "unsupported") {
 			return harness.Invocation{}, false, nil // cold
 		}
-		return harness.Invocation{}, false, sandbox.Errorf(sandbox.Internal, op, req.RunID, "the warm process check printed %q", res.Stdout)
+		return harness.Invocation{}, false, sandbox.Errorf(sandbox.Internal, op, req.RunID, "the warm process check printed %q", strings.Join(out, " "))
 	}
 	if _, err := strconv.Atoi(out[1]); err != nil {
-		return harness.Invocation{}, false, sandbox.Errorf(sandbox.Internal, op, req.RunID, "the warm process check printed %q", res.Stdout)
+		return harness.Invocation{}, false, sandbox.Errorf(sandbox.Internal, op, req.RunID, "the warm process check printed %q", strings.Join(out, " "))
 	}
 	note := ""
 	if len(out) == 3 && out[2] == "fresh" && w.session != "" {
 		note = mustJSON(map[string]any{"type": "corral", "subtype": "resume_failed", "session_id": w.session})
 	}
-	cmd := sandbox.Command{Args: []string{"sh", "-c", turnClient, "corral-claude-turn", dir, out[1], note}}
 	line := mustJSON(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": req.Prompt}}}})
+	off, small := "", ""
+	if logSize >= 0 {
+		off = strconv.FormatInt(logSize, 10)
+	}
+	if len(line) < smallPrompt {
+		small = "small"
+	}
+	cmd := sandbox.Command{Args: []string{"sh", "-c", turnClient, "corral-claude-turn", dir, out[1], note, off, small}}
 	return harness.Invocation{Command: cmd, Stdin: []byte(line + "\n")}, true, nil
 }
+
+// hostWarm is ensureKeeper's "warm PID" answer found without a process,
+// where the sandbox's files and processes are the host's
+// (harness.LookWarmKeeper): a live keeper, no busy file, the same digest
+// and session. Anything else (and a turn with an instructions file, whose
+// checksum the digest includes) is the script's to decide: ok false.
+// It also returns the session log's size (-1 when it was not read), from
+// which the turn's relay reads: the keeper writes to the log only while
+// it answers a prompt, and the thread's last turn ended with its result
+// line in the log, so nothing the log gains before this turn's prompt is
+// another turn's.
+func hostWarm(h sandbox.Handle, dir string, w warmTurn) ([]string, int64, bool) {
+	if w.instr != "" || w.session == "" {
+		return nil, -1, false
+	}
+	k, ok := harness.LookWarmKeeper(h, dir)
+	if !ok || !k.PIDAlive || k.Busy != "" || k.Digest != warmDigest(w) || k.Session != w.session {
+		return nil, -1, false
+	}
+	return []string{"warm", strconv.Itoa(k.PID)}, k.LogSize, true
+}
+
+// smallPrompt bounds the prompt lines the turn client writes with the
+// shell's own read and printf (its read takes a byte per system call):
+// under PIPE_BUF, so the write into the FIFO is one and cannot block.
+const smallPrompt = 4096
 
 // warmDigest digests what is baked into the process at its start.
 func warmDigest(w warmTurn) string { return harness.WarmDigest(w.args, w.env) }

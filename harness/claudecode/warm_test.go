@@ -108,7 +108,9 @@ func TestWarmTakeover(t *testing.T) {
 // for the asked-for session's transcript, in the same exec: missing, the
 // keeper gets a fresh --session-id and the turn client's note says
 // resume_failed; present, the keeper (replaced: its session differs) gets
-// --resume and the turn no note; asked again, the same keeper serves.
+// --resume and the turn no note; asked again, the same keeper serves,
+// found by reading its directory on the host (no exec), and the turn
+// client is given the session log's size.
 func TestWarmPrepareSession(t *testing.T) {
 	h := localHandle(t)
 	ctx := testCtx(t)
@@ -130,6 +132,10 @@ func TestWarmPrepareSession(t *testing.T) {
 			}
 		}
 	})
+	// The turn client's args: dir, keeper, note, the log's size (given
+	// when the check was answered by reading the keeper directory on the
+	// host, not by the check's exec), "small".
+	var logOff string
 	prepare := func() (keeper, note string) {
 		t.Helper()
 		inv, err := claudecode.Harness{}.Prepare(ctx, h, req)
@@ -137,10 +143,11 @@ func TestWarmPrepareSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := inv.Command.Args
-		if len(a) != 7 || a[3] != "corral-claude-turn" {
-			t.Fatalf("not a warm turn: %q", a)
+		if len(a) != 9 || a[3] != "corral-claude-turn" || a[8] != "small" {
+			t.Fatalf("not a warm turn with a small prompt: %q", a)
 		}
 		keepers[a[5]] = true
+		logOff = a[7]
 		return a[5], a[6]
 	}
 	lastArgv := func() string {
@@ -155,6 +162,9 @@ func TestWarmPrepareSession(t *testing.T) {
 	}
 
 	k1, note := prepare()
+	if logOff != "" {
+		t.Errorf("a keeper started now: the log's size %q given, want the check's exec to have answered", logOff)
+	}
 	if argv := lastArgv(); strings.Contains(argv, "--resume") || !strings.Contains(argv, "--session-id") || strings.Contains(argv, sid) {
 		t.Errorf("a missing transcript: the keeper's argv %q, want a fresh --session-id", argv)
 	}
@@ -176,7 +186,26 @@ func TestWarmPrepareSession(t *testing.T) {
 	if argv := lastArgv(); !strings.Contains(argv, "--resume "+sid) || k2 == k1 || note != "" {
 		t.Errorf("with the transcript: keeper %s (was %s), argv %q, note %q; want a new keeper resuming %s, no note", k2, k1, argv, note, sid)
 	}
-	if k3, note := prepare(); k3 != k2 || note != "" {
-		t.Errorf("asked again: keeper %s, note %q; want the same keeper %s, no note", k3, note, k2)
+	if k3, note := prepare(); k3 != k2 || note != "" || logOff != "0" {
+		t.Errorf("asked again: keeper %s, note %q, log size %q; want the same keeper %s, no note, found on the host with its empty log", k3, note, logOff, k2)
+	}
+}
+
+// TestWarmLargePrompt: a warm next turn whose prompt is larger than a
+// FIFO's buffer (written in the background by cat, not by the shell's
+// own printf) reaches the keeper whole and is answered.
+func TestWarmLargePrompt(t *testing.T) {
+	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{{Text: "one"}, {Text: "two"}}})
+	r := w.Runner(t)
+	ctx := testCtx(t)
+	rec := w.Start(t, ctx, r, "First?")
+	if text, _, _ := turnText(t, ctx, r, rec.ID); text != "one" {
+		t.Fatalf("first turn: %q", text)
+	}
+	pid := w.KeeperPid()
+	big := strings.Repeat("all work and no play ", 10000) + "Second?" // 210 KB
+	rec = w.Start(t, ctx, r, big)
+	if text, _, _ := turnText(t, ctx, r, rec.ID); text != "two" || w.KeeperPid() != pid {
+		t.Fatalf("large next turn: text %q keeper %d (first %d)", text, w.KeeperPid(), pid)
 	}
 }

@@ -4,8 +4,11 @@ package journal
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -92,3 +95,29 @@ func allDigits(s string) bool {
 	}
 	return true
 }
+
+// newRunCgroup makes the cgroup a run's wrapper is started in
+// (spawnWrapper): corral-TOKEN-N beside this process's own cgroup v2 (the
+// form removeRunCgroups and the sandbox's removeScript sweep), N random
+// digits, as the wrapper would make corral-TOKEN-PID there. ok false where
+// there is no cgroup v2 or no right to make one.
+func newRunCgroup(tok string) (string, bool) {
+	root, own := cgroupV2Root(), ownCgroup()
+	if root == "" || own == "" {
+		return "", false
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", false
+	}
+	n := binary.BigEndian.Uint64(b[:])%900000000 + 100000000 // nine digits, never a leading zero
+	dir := filepath.Join(root, own, "corral-"+tok+"-"+strconv.FormatUint(n, 10))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", false
+	}
+	return dir, true
+}
+
+// removeCgroup removes a run's cgroup; one that still has members (the
+// run kept its background processes) stays for the sweep.
+func removeCgroup(dir string) { _ = os.Remove(dir) }

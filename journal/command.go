@@ -19,7 +19,8 @@ const NonceEnv = "CORRAL_JOURNAL_NONCE"
 // "diff" to record the working tree's diff, $7 the run's file token, $8
 // flags (space-separated: "own" when the sandbox has a process table of its
 // own, "keep" to keep the run's background processes, "nocgroup" to make no
-// cgroup), then the agent's argv.
+// cgroup, "born" when it was started in the run's cgroup), then the agent's
+// argv.
 //
 //   - The journal's first line records the wrapper's pid.
 //   - The agent runs in a subshell, so its own exit cannot skip the
@@ -45,7 +46,7 @@ unset ` + NonceEnv + `
 [ -d "$cj_dir" ] || mkdir -p "$cj_dir" || exit 1
 ` + startLine + `
 ` + scopeFns + `
-cj_own= cj_keep= cj_nocg=
+cj_own= cj_keep= cj_nocg= cj_born=
 case " $cj_flags " in *" own "*) cj_own=own ;; esac
 case " $cj_flags " in *" keep "*) cj_keep=keep ;; esac
 case " $cj_flags " in *" nocgroup "*) cj_nocg=1 ;; esac
@@ -58,13 +59,29 @@ cj_cg= cs_root=
 [ -z "$cj_nocg" ] && cs_v2root
 if [ -n "$cs_root" ]; then
   cs_cgof $$
-  cj_cg=$cs_root${cs_cgp%/}/corral-$cj_tok-$$
-  mkdir "$cj_cg" 2>/dev/null || cj_cg=
+  # Started in the run's cgroup (flag born): it is the wrapper's own,
+  # corral-TOKEN-N; else the wrapper makes corral-TOKEN-PID beside its own.
+  case " $cj_flags " in *" born "*)
+    case ${cs_cgp##*/} in "corral-$cj_tok-"[0-9]*) cj_born=1 cj_cg=$cs_root$cs_cgp ;; esac ;;
+  esac
+  if [ -z "$cj_born" ]; then
+    cj_cg=$cs_root${cs_cgp%/}/corral-$cj_tok-$$
+    mkdir "$cj_cg" 2>/dev/null || cj_cg=
+  fi
 fi
 # The agent's subshell joins the run's cgroup (where there is one) and
-# carries the run's marker, before it becomes the agent.
+# carries the run's marker, before it becomes the agent. A wrapper started
+# in the cgroup forks the subshell in it, with no migration (which waits
+# for an RCU grace period on a host that made none lately), unless a
+# cancel moved the wrapper out first: the subshell then joins.
 cj_enter() {
-  [ -n "$cj_cg" ] && echo 0 >"$cj_cg/cgroup.procs" 2>/dev/null
+  if [ -n "$cj_born" ]; then
+    cs_cgp=
+    while IFS= read -r cs_l; do case $cs_l in 0::*) cs_cgp=${cs_l#0::}; break ;; esac; done </proc/self/cgroup 2>/dev/null
+    [ "$cs_root$cs_cgp" = "$cj_cg" ] || echo 0 >"$cj_cg/cgroup.procs" 2>/dev/null
+  elif [ -n "$cj_cg" ]; then
+    echo 0 >"$cj_cg/cgroup.procs" 2>/dev/null
+  fi
   export ` + RunMarkerEnv + `="$cj_tok:$$"
 }
 cj_tree=
@@ -100,7 +117,23 @@ cj_rc=$?
 # Nothing the run started outlives it (unless it keeps its background
 # processes): everything left in its scope is killed before the diff and
 # the sentinel, so no process of the run can write after the sentinel.
-if [ -z "$cj_keep" ]; then
+# A wrapper started in the cgroup is still in it: when nothing but itself
+# is left there and no process carrying the marker escaped it, the kill
+# is done (the daemon removes the cgroup once the wrapper exits); else it
+# leaves the cgroup (to its parent), so the cgroup's kill spares it, and
+# kills as any wrapper does. One that cannot leave kills by the other
+# rules only.
+if [ -z "$cj_keep" ] && [ -n "$cj_born" ]; then
+  cj_others=
+  while IFS= read -r cs_p; do [ "$cs_p" = "$$" ] || { cj_others=1; break; }; done <"$cj_cg/cgroup.procs" 2>/dev/null
+  if [ -n "$cj_others" ] || cs_escaped "$cj_tok:$$" "$$"; then
+    echo $$ >"${cj_cg%/*}/cgroup.procs" 2>/dev/null
+    cs_cgof $$
+    [ "$cs_root$cs_cgp" = "$cj_cg" ] && cj_cg=
+    cj_born=
+  fi
+fi
+if [ -z "$cj_keep" ] && [ -z "$cj_born" ]; then
   cs_kill "$cj_tok:$$" "$cj_cg" "$cj_own" "$cj_t0" "$$" 0 "$cj_pre"
   if [ -n "$cj_cg" ]; then
     cj_i=0
@@ -156,6 +189,10 @@ type Spec struct {
 	// Command refuses a name without a slash. Start sets it from the
 	// handle where the agent's program resolves.
 	Shell []string
+
+	// born says the wrapper is started in the run's cgroup (spawnWrapper):
+	// it then finds the cgroup as its own instead of making one.
+	born bool
 }
 
 // Command returns the wrapper command for spec. When nonceOnStdin is true
@@ -191,6 +228,9 @@ func Command(spec Spec, nonceOnStdin bool) (sandbox.Command, error) {
 	}
 	if spec.NoCgroup {
 		flags = append(flags, "nocgroup")
+	}
+	if spec.born {
+		flags = append(flags, "born")
 	}
 	shell := []string{"sh"}
 	if len(spec.Shell) > 0 {

@@ -64,7 +64,7 @@ func start(ctx context.Context, h sandbox.Handle, spec Spec) (sandbox.Process, e
 			return nil, sandbox.Errorf(sandbox.Internal, "journal.start", spec.Paths.Token, "writing the agent's stdin file exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 		}
 	}
-	pr, err := h.Spawn(context.WithoutCancel(ctx), cmd)
+	pr, err := spawnWrapper(ctx, h, spec, stdin, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +85,44 @@ func start(ctx context.Context, h sandbox.Handle, spec Spec) (sandbox.Process, e
 		}
 	}
 	return pr, nil
+}
+
+// spawnWrapper spawns the wrapper command cmd. Where the handle can start
+// a process in a cgroup (sandbox.CgroupSpawner: the local provider) and
+// the run may have one, it first makes the run's cgroup beside this
+// process's own and starts the wrapper in it (newRunCgroup), so that the
+// agent, the wrapper's child, is in the run's cgroup from its start
+// without the migration (echo 0 > cgroup.procs) that waits for an RCU
+// grace period when the host made none lately; the cgroup is removed
+// once the wrapper exits (the wrapper removes it itself when it had to
+// leave it to kill what the agent left). Anything that refuses falls
+// back to the plain spawn, where the wrapper makes and joins the cgroup
+// itself as always.
+func spawnWrapper(ctx context.Context, h sandbox.Handle, spec Spec, stdin bool, cmd sandbox.Command) (sandbox.Process, error) {
+	var cs sandbox.CgroupSpawner
+	if !spec.NoCgroup && sandbox.As(h, &cs) {
+		if dir, ok := newRunCgroup(spec.Paths.Token); ok {
+			spec.born = true
+			bcmd, err := Command(spec, stdin)
+			if err == nil {
+				pr, err := cs.SpawnInCgroup(context.WithoutCancel(ctx), bcmd, dir)
+				if err == nil {
+					go func() {
+						if _, err := pr.Wait(context.Background()); err == nil {
+							removeCgroup(dir)
+						}
+					}()
+					return pr, nil
+				}
+				if sandbox.CodeOf(err) != sandbox.Unimplemented {
+					removeCgroup(dir)
+					return nil, err
+				}
+			}
+			removeCgroup(dir)
+		}
+	}
+	return h.Spawn(context.WithoutCancel(ctx), cmd)
 }
 
 // withScriptShell returns spec to run under the handle's script shell
@@ -186,8 +224,19 @@ ck_cg=
 cs_v2root
 if [ -n "$cs_root" ]; then
   cs_cgof "$ck_w"
-  ck_cg=$cs_root${cs_cgp%/}/corral-$ck_tok-$ck_w
-  [ -d "$ck_cg" ] || ck_cg=
+  case ${cs_cgp##*/} in
+  "corral-$ck_tok-"[0-9]*)
+    # The wrapper was started in the run's cgroup: it is moved out first
+    # (to the parent), so the cgroup's kill spares it; where it cannot be,
+    # the cgroup is not killed whole (the other rules still apply).
+    ck_cg=$cs_root$cs_cgp
+    echo "$ck_w" >"${ck_cg%/*}/cgroup.procs" 2>/dev/null
+    cs_cgof "$ck_w"
+    [ "$cs_root$cs_cgp" = "$ck_cg" ] && ck_cg= ;;
+  *)
+    ck_cg=$cs_root${cs_cgp%/}/corral-$ck_tok-$ck_w
+    [ -d "$ck_cg" ] || ck_cg= ;;
+  esac
 fi
 ck_pre=
 [ "$ck_own" = own ] && IFS= read -r ck_pre 2>/dev/null <"$ck_j.pre"

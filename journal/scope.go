@@ -9,10 +9,13 @@ package journal
 // Membership, strongest first:
 //
 //  1. A cgroup of the run's own (cgroup v2, corral-<token>-<wrapper pid>
-//     beside the wrapper's, made by the wrapper where the
-//     sandbox lets it: root on a host, a VM) holds the agent and everything
-//     it starts; leaving it needs write access to the cgroup tree. It is
-//     frozen, then killed whole (cgroup.kill, or SIGKILL per member).
+//     beside the wrapper's, made by the wrapper where the sandbox lets it:
+//     root on a host, a VM; or corral-<token>-<nine random digits>, made
+//     by the daemon, which starts the wrapper in it where the handle can,
+//     see spawnWrapper) holds the agent and everything it starts; leaving
+//     it needs write access to the cgroup tree. It is frozen, then killed
+//     whole (cgroup.kill, or SIGKILL per member), with the wrapper moved
+//     out of it first where it was started in it.
 //  2. The environment marker RunMarkerEnv=<token>:<wrapper pid>, inherited
 //     by every descendant that does not clear its environment, matched as
 //     a whole entry (two runs never share it, even with the same run id on
@@ -60,6 +63,8 @@ const RunMarkerEnv = "CORRAL_RUN"
 //	cs_initkids        the pids of init's children now (the processes a run
 //	                   must not claim as its orphans: the sandbox's main
 //	                   process may start after the wrapper)
+//	cs_escaped TOK SEED whether a live process (not SEED, the killing shell
+//	                   or its ancestors) carries run TOK's marker: one grep
 //	cs_kill TOK CG OWN T0 SEED GRACE [PRE]
 //	                   kill the scope of run TOK (the marker's value,
 //	                   token:wrapper pid): cgroup dir CG (or ""),
@@ -226,6 +231,25 @@ cs_exclude() {
   done
   for cs_p in $cs_seedids; do cs_excl="$cs_excl$cs_p "; done
 }
+cs_escgrep() {
+  # 0 when a live process other than the excluded ones carries the
+  # marker (cs_mark=cs_tok): one grep over every environment.
+  for cs_f in $(grep -l -a -z -x -F -- "${cs_mark}=$cs_tok" /proc/[0-9]*/environ 2>/dev/null); do
+    [ -n "$cs_excl" ] || cs_exclude # before cs_p: it walks with cs_p
+    cs_p=${cs_f#/proc/}; cs_p=${cs_p%/environ}
+    case "$cs_excl" in *" $cs_p "*) continue ;; esac
+    cs_stat /proc/$cs_p/stat || continue
+    case $cs_st in Z|X) continue ;; esac
+    return 0
+  done
+  return 1
+}
+cs_escaped() {
+  # cs_escaped TOK SEED: cs_escgrep for run TOK outside cs_kill, SEED the
+  # wrapper's pid (never a member).
+  cs_tok=$1 cs_seedids=$2 cs_mark=` + RunMarkerEnv + ` cs_excl=
+  cs_escgrep
+}
 cs_kill() {
   cs_tok=$1 cs_cg=$2 cs_own=$3 cs_t0=${4:-0} cs_seedids=$5 cs_grace=${6:-1} cs_pre=" $7 "
   cs_mark=` + RunMarkerEnv + ` cs_nulok= cs_excl=
@@ -242,16 +266,7 @@ cs_kill() {
     # The cgroup is empty. A process that left it (its uid may write the
     # cgroup tree: root can) but kept the marker is found by one grep; only
     # when one lives do the other rules run.
-    cs_esc=
-    for cs_f in $(grep -l -a -z -x -F -- "${cs_mark}=$cs_tok" /proc/[0-9]*/environ 2>/dev/null); do
-      [ -n "$cs_excl" ] || cs_exclude # before cs_p: it walks with cs_p
-      cs_p=${cs_f#/proc/}; cs_p=${cs_p%/environ}
-      case "$cs_excl" in *" $cs_p "*) continue ;; esac
-      cs_stat /proc/$cs_p/stat || continue
-      case $cs_st in Z|X) continue ;; esac
-      cs_esc=1; break
-    done
-    [ -z "$cs_esc" ] && return 0
+    cs_escgrep || return 0
   fi
   [ -n "$cs_excl" ] || cs_exclude
   [ "$cs_grace" = 0 ] && cs_rounds cs_base ""

@@ -83,10 +83,22 @@ up_to_date() {
     [ "${bins[$i]}" = - ] && continue
     "$dir/node_modules/.bin/${bins[$i]}" --version >/dev/null 2>&1 || return 1
   done
+  # The libraries the tests load with require must load: an install can
+  # leave a package's version in place and files of it missing (seen: zod,
+  # under @ag-ui/core, without half its locale modules).
+  (cd "$dir" && node -e 'for (const p of process.argv.slice(1)) require(p)' @ag-ui/core @ag-ui/client) >/dev/null 2>&1 || return 2
   return 0
 }
 
-if ! up_to_date; then
+up_to_date
+state=$?
+if [ "$state" = 2 ]; then
+  # Every version is in place but a library does not load: npm would keep
+  # the broken files, so the whole tree is installed again.
+  warn "a library in $dir/node_modules does not load: installing the tree again"
+  rm -rf "$dir/node_modules" "$dir/package-lock.json"
+fi
+if [ "$state" != 0 ]; then
   mkdir -p "$dir" || fail "cannot create $dir (set CORRAL_AGENTS_DIR to a writable directory)"
   # A package.json of our own keeps npm from walking up to a parent's.
   [ -f "$dir/package.json" ] || printf '{"name":"corral-agents","private":true}\n' >"$dir/package.json"

@@ -181,6 +181,17 @@ func (h *countingHandle) Spawn(ctx context.Context, c sandbox.Command) (sandbox.
 	return h.Handle.Spawn(ctx, c)
 }
 
+// SpawnInCgroup counts the wrapper's spawn where the handle starts it in
+// the run's cgroup (sandbox.CgroupSpawner; the journal reaches it by As).
+func (h *countingHandle) SpawnInCgroup(ctx context.Context, c sandbox.Command, dir string) (sandbox.Process, error) {
+	var cs sandbox.CgroupSpawner
+	if !sandbox.As(h.Handle, &cs) {
+		return nil, sandbox.Errorf(sandbox.Unimplemented, "test.spawn", dir, "no cgroup spawns")
+	}
+	h.spawns.Add(1)
+	return cs.SpawnInCgroup(ctx, c, dir)
+}
+
 // cpuTime is the CPU (user and system) used so far by this process and
 // by the processes it waited for (theirs include their own waited-for
 // descendants).

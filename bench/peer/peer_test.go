@@ -104,15 +104,13 @@ func (e *env) startCorral(t *testing.T, dir string, port int) (*daemon, *client.
 	// Registered before the daemon starts, so it runs after its stop.
 	destroySandboxesAtEnd(t, mkdir(t, dir, "sandboxes"))
 	if _, err := os.Stat(cfg); err != nil {
-		// favorDynMods: the daemon remounts the host's cgroup v2 hierarchy
-		// with favordynmods (as root), so a run's cgroup migration does not
-		// wait for an RCU grace period after the pause the peer's run
-		// makes between two of corral's (13-20 ms per run without it; the
-		// table's header says how the hierarchy is mounted).
+		// The defaults: no favorDynMods (the wrapper is started in its
+		// run's cgroup and moves no process; the table's header says how
+		// the host's cgroup v2 hierarchy is mounted).
 		yaml := fmt.Sprintf(`id: bench
 provider:
   name: local
-  local: {baseDir: %s, favorDynMods: true}
+  local: {baseDir: %s}
 workspace:
   secrets:
     ANTHROPIC_API_KEY: {env: PEER_BENCH_KEY}

@@ -68,8 +68,9 @@ if ! CORRAL_BIN="$cache/corral" PEER_NPM_DIR="$cache" PEER_TABLE_OUT="$out" \
   exit 1
 fi
 echo "corral $(git -C "$root" rev-parse --short HEAD), sandbox-agent $(installed sandbox-agent), $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
-# The daemon's local provider sets favordynmods (see peer_test.go); say
-# what the hierarchy has now.
+# How the host's cgroup v2 hierarchy is mounted (favordynmods changes what
+# a cgroup move costs after a quiet spell; see README.md, the local
+# provider).
 cg=$(awk '$3 == "cgroup2" { print $2 " (" $4 ")"; exit }' /proc/self/mounts)
 echo "cgroup v2: ${cg:-none}"
 cat "$out"

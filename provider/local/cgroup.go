@@ -7,13 +7,16 @@ import (
 	"github.com/d10ffeed/corral/journal"
 )
 
-// A local run's wrapper makes the run's cgroup beside the daemon's own and
-// moves the agent into it. On a hierarchy mounted without favordynmods
-// that move waits for an RCU grace period whenever the host made no cgroup
-// migration in the last grace period or two: 13–20 ms on the two-core
-// machines measured, on the path of every run that follows a pause (a
-// chat's next command), against 0.1 ms when runs come back to back.
-// journal.HostCgroup describes it; Options.FavorDynMods sets the option.
+// A local run's wrapper is started in the run's cgroup (journal's
+// spawnWrapper, through SpawnInCgroup), so a run moves no process between
+// cgroups when its agent leaves nothing behind. The moves that remain (a
+// cancel moves the wrapper out before it kills the cgroup; so does the
+// wrapper when the agent left processes behind; a kernel before 5.7, which
+// cannot start a process in a cgroup, makes the wrapper join it) wait, on a
+// hierarchy mounted without favordynmods, for an RCU grace period whenever
+// the host made no move in the last few tens of milliseconds: 13–20 ms on
+// the two-core machines measured. journal.HostCgroup describes the
+// hierarchy; Options.FavorDynMods sets the option.
 
 // cgroupChecked makes New look at the host's hierarchy once per process
 // (and remount once), however many providers a process makes.
@@ -44,12 +47,12 @@ func checkCgroup(favor bool, log *slog.Logger) {
 	}
 	if !favor {
 		cgroupChecked.hinted = true
-		log.Info("local: the cgroup v2 hierarchy is mounted without favordynmods: a run that follows a pause waits 13-20 ms for the kernel to move its agent into the run's cgroup; set the local provider's favorDynMods (host-wide, root) or mount -o remount,favordynmods "+hc.Mount, "mount", hc.Mount)
+		log.Info("local: the cgroup v2 hierarchy is mounted without favordynmods: a cancel, and the end of a run whose agent left processes behind, wait 13-20 ms for the kernel to move the wrapper out of the run's cgroup after a quiet spell; set the local provider's favorDynMods (host-wide, root) or mount -o remount,favordynmods "+hc.Mount, "mount", hc.Mount)
 		return
 	}
 	cgroupChecked.remounted = true // tried once, whatever the outcome
 	if err := hc.EnableFavorDynMods(); err != nil {
-		log.Warn("local: could not remount the cgroup v2 hierarchy with favordynmods; runs after a pause start 13-20 ms later", "mount", hc.Mount, "err", err)
+		log.Warn("local: could not remount the cgroup v2 hierarchy with favordynmods; cgroup moves after a quiet spell wait 13-20 ms", "mount", hc.Mount, "err", err)
 		return
 	}
 	log.Info("local: remounted the cgroup v2 hierarchy with favordynmods (host-wide)", "mount", hc.Mount)

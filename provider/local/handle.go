@@ -181,6 +181,12 @@ func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Proces
 	if err != nil {
 		return nil, err
 	}
+	return h.watchSpawned(ctx, cmd, pr), nil
+}
+
+// watchSpawned kills a spawned process when ctx ends and after
+// cmd.Timeout.
+func (h *handle) watchSpawned(ctx context.Context, cmd sandbox.Command, pr *proc) *proc {
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -194,7 +200,7 @@ func (h *handle) Spawn(ctx context.Context, cmd sandbox.Command) (sandbox.Proces
 		t := time.AfterFunc(cmd.Timeout, func() { _ = pr.Kill(context.Background(), 0) })
 		go func() { <-pr.done; t.Stop() }()
 	}
-	return pr, nil
+	return pr
 }
 
 var _ sandbox.HostPather = (*handle)(nil)

@@ -52,11 +52,13 @@ type Options struct {
 	ScriptShell string
 	// FavorDynMods remounts the host's cgroup v2 hierarchy with the
 	// favordynmods option at New, where it lacks it (see cgroup.go):
-	// without it, the cgroup migration every run's wrapper makes waits an
-	// RCU grace period (13–20 ms measured) whenever no migration happened
-	// in the last few tens of milliseconds. Host-wide and root only; a
-	// failure is logged, never fatal. Without the option New logs a hint
-	// once per process instead.
+	// without it, a cgroup migration waits an RCU grace period (13–20 ms
+	// measured) whenever no migration happened in the last few tens of
+	// milliseconds. A run's wrapper is started in the run's cgroup and
+	// makes none unless its agent left processes behind or it is
+	// cancelled (or the kernel is older than 5.7). Host-wide and root
+	// only; a failure is logged, never fatal. Without the option New logs
+	// a hint (at Info) once per process instead.
 	FavorDynMods bool
 }
 

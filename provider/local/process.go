@@ -37,6 +37,12 @@ var _ sandbox.Process = (*proc)(nil)
 // start validates cmd and starts it in its own process group. withStdin
 // gives the process a stdin pipe even when cmd.Stdin is nil.
 func (h *handle) start(ctx context.Context, op string, cmd sandbox.Command, withStdin bool) (*proc, error) {
+	return h.startIn(ctx, op, cmd, withStdin, -1)
+}
+
+// startIn is start with the process born in the cgroup v2 directory open
+// as cgroupFD (-1: in this process's own).
+func (h *handle) startIn(ctx context.Context, op string, cmd sandbox.Command, withStdin bool, cgroupFD int) (*proc, error) {
 	if err := cmd.Validate(); err != nil {
 		return nil, err
 	}
@@ -94,6 +100,9 @@ func (h *handle) start(ctx context.Context, op string, cmd sandbox.Command, with
 		Stderr:      stderrW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	if cgroupFD >= 0 {
+		intoCgroup(c.SysProcAttr, cgroupFD)
+	}
 	var stdinR *os.File
 	if withStdin || cmd.Stdin != nil {
 		stdinR, pr.stdin, err = os.Pipe()
@@ -109,6 +118,11 @@ func (h *handle) start(ctx context.Context, op string, cmd sandbox.Command, with
 	}
 	if err := c.Start(); err != nil {
 		closeAll(stdoutR, stdoutW, stderrR, stderrW, stdinR, pr.stdin)
+		if cgroupFD >= 0 {
+			// clone3 refused (an old kernel, a cgroup gone or not
+			// writable): the caller spawns as usual.
+			return nil, sandbox.Wrap(sandbox.Unimplemented, op, h.id, err)
+		}
 		return nil, sandbox.Wrap(sandbox.Internal, op, h.id, err)
 	}
 	closeAll(stdoutW, stderrW, stdinR)

@@ -118,6 +118,10 @@ func newRunCgroup(tok string) (string, bool) {
 	return dir, true
 }
 
-// removeCgroup removes a run's cgroup; one that still has members (the
-// run kept its background processes) stays for the sweep.
-func removeCgroup(dir string) { _ = os.Remove(dir) }
+// removeCgroup removes a run's cgroup ("" is none); one that still has
+// members (the run kept its background processes) stays for the sweep.
+func removeCgroup(dir string) {
+	if dir != "" {
+		_ = os.Remove(dir)
+	}
+}

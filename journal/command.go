@@ -76,8 +76,7 @@ fi
 # cancel moved the wrapper out first: the subshell then joins.
 cj_enter() {
   if [ -n "$cj_born" ]; then
-    cs_cgp=
-    while IFS= read -r cs_l; do case $cs_l in 0::*) cs_cgp=${cs_l#0::}; break ;; esac; done </proc/self/cgroup 2>/dev/null
+    cs_cgof self
     [ "$cs_root$cs_cgp" = "$cj_cg" ] || echo 0 >"$cj_cg/cgroup.procs" 2>/dev/null
   elif [ -n "$cj_cg" ]; then
     echo 0 >"$cj_cg/cgroup.procs" 2>/dev/null

@@ -50,21 +50,30 @@ func start(ctx context.Context, h sandbox.Handle, spec Spec) (sandbox.Process, e
 	stdin := caps.WritableStdin
 	spec.OwnProcessTable = spec.OwnProcessTable || caps.OwnProcessTable
 	spec = withScriptShell(h, spec)
+	var cs sandbox.CgroupSpawner
+	cg := "" // the run's cgroup the wrapper is started in (spawnWrapper)
+	if !spec.NoCgroup && sandbox.As(h, &cs) {
+		if dir, ok := newRunCgroup(spec.Paths.Token); ok {
+			cg, spec.born = dir, true
+		}
+	}
 	cmd, err := Command(spec, stdin)
 	if err != nil {
+		removeCgroup(cg)
 		return nil, err
 	}
 	if len(spec.Stdin) > 0 && !stdin {
 		// Only a file can carry it: written before the agent starts.
 		res, err := h.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `mkdir -p "$1" && cat > "$2"`, "corral-stdin", spec.Paths.Dir, spec.Paths.In}, Stdin: bytes.NewReader(spec.Stdin)})
+		if err == nil && res.ExitCode != 0 {
+			err = sandbox.Errorf(sandbox.Internal, "journal.start", spec.Paths.Token, "writing the agent's stdin file exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
 		if err != nil {
+			removeCgroup(cg)
 			return nil, err
 		}
-		if res.ExitCode != 0 {
-			return nil, sandbox.Errorf(sandbox.Internal, "journal.start", spec.Paths.Token, "writing the agent's stdin file exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-		}
 	}
-	pr, err := spawnWrapper(ctx, h, spec, stdin, cmd)
+	pr, err := spawnWrapper(ctx, h, cs, cg, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -87,39 +96,31 @@ func start(ctx context.Context, h sandbox.Handle, spec Spec) (sandbox.Process, e
 	return pr, nil
 }
 
-// spawnWrapper spawns the wrapper command cmd. Where the handle can start
-// a process in a cgroup (sandbox.CgroupSpawner: the local provider) and
-// the run may have one, it first makes the run's cgroup beside this
-// process's own and starts the wrapper in it (newRunCgroup), so that the
-// agent, the wrapper's child, is in the run's cgroup from its start
-// without the migration (echo 0 > cgroup.procs) that waits for an RCU
-// grace period when the host made none lately; the cgroup is removed
-// once the wrapper exits (the wrapper removes it itself when it had to
-// leave it to kill what the agent left). Anything that refuses falls
-// back to the plain spawn, where the wrapper makes and joins the cgroup
-// itself as always.
-func spawnWrapper(ctx context.Context, h sandbox.Handle, spec Spec, stdin bool, cmd sandbox.Command) (sandbox.Process, error) {
-	var cs sandbox.CgroupSpawner
-	if !spec.NoCgroup && sandbox.As(h, &cs) {
-		if dir, ok := newRunCgroup(spec.Paths.Token); ok {
-			spec.born = true
-			bcmd, err := Command(spec, stdin)
-			if err == nil {
-				pr, err := cs.SpawnInCgroup(context.WithoutCancel(ctx), bcmd, dir)
-				if err == nil {
-					go func() {
-						if _, err := pr.Wait(context.Background()); err == nil {
-							removeCgroup(dir)
-						}
-					}()
-					return pr, nil
+// spawnWrapper spawns the wrapper command cmd. With cg (a run cgroup
+// newRunCgroup made, cmd built with the flag born) it starts the wrapper
+// in that cgroup through the handle's sandbox.CgroupSpawner (the local
+// provider), so that the agent, the wrapper's child, is in the run's
+// cgroup from its start without the migration (echo 0 > cgroup.procs)
+// that waits for an RCU grace period when the host made none lately; the
+// cgroup is removed once the wrapper exits (the wrapper removes it itself
+// when it had to leave it to kill what the agent left). Where the handle
+// refuses (Unimplemented) the cgroup is removed and the same command is
+// spawned as usual: the wrapper, not in a cgroup of the born form, makes
+// and joins one itself as always.
+func spawnWrapper(ctx context.Context, h sandbox.Handle, cs sandbox.CgroupSpawner, cg string, cmd sandbox.Command) (sandbox.Process, error) {
+	if cg != "" {
+		pr, err := cs.SpawnInCgroup(context.WithoutCancel(ctx), cmd, cg)
+		if err == nil {
+			go func() {
+				if _, err := pr.Wait(context.Background()); err == nil {
+					removeCgroup(cg)
 				}
-				if sandbox.CodeOf(err) != sandbox.Unimplemented {
-					removeCgroup(dir)
-					return nil, err
-				}
-			}
-			removeCgroup(dir)
+			}()
+			return pr, nil
+		}
+		removeCgroup(cg)
+		if sandbox.CodeOf(err) != sandbox.Unimplemented {
+			return nil, err
 		}
 	}
 	return h.Spawn(context.WithoutCancel(ctx), cmd)

@@ -57,7 +57,8 @@ const RunMarkerEnv = "CORRAL_RUN"
 // scopeFns defines the shell functions of the scope kill:
 //
 //	cs_v2root          the first cgroup v2 mount (empty when none)
-//	cs_cgof PID        the cgroup v2 path of PID ("/" for the root)
+//	cs_cgof PID        the cgroup v2 path of PID, or of the calling process
+//	                   for "self" ("/" for the root)
 //	cs_stat FILE       parse /proc/PID/stat into cs_pid, cs_st, cs_pp,
 //	                   cs_pg, cs_sid, cs_start (built-ins only)
 //	cs_initkids        the pids of init's children now (the processes a run

@@ -57,7 +57,9 @@ for (let i = 0; i < 50; i++) { try { if ((await sb.fs.read(`${root}/child.pid`))
 await sb.process.kill('bg')
 const killed = await sb.process.wait('bg', { maxWait: 10000, interval: 100 })
 const child = (await sb.fs.read(`${root}/child.pid`)).trim()
-const probe = await sb.process.exec({ command: `s=$(cut -d' ' -f3 /proc/${child}/stat 2>/dev/null); case "$s" in ''|Z) echo gone;; *) echo running;; esac`, waitForCompletion: true })
+// The group's SIGKILL is delivered at once but acted on when the grandchild
+// next runs: it is given up to 5 s to be gone (a hang guard, not a time).
+const probe = await sb.process.exec({ command: `i=0; while :; do s=$(cut -d' ' -f3 /proc/${child}/stat 2>/dev/null); case "$s" in ''|Z) echo gone; break;; esac; [ $i -ge 100 ] && { echo running; break; }; i=$((i+1)); sleep 0.05; done`, waitForCompletion: true })
 step('kill', { status: killed.status, marker: killed.stdout.includes('[Process is being forcefully killed]'), grandchild: probe.stdout.trim() })
 
 const pv = await sb.previews.createIfNotExists({ metadata: { name: 'web' }, spec: { port: 3000, public: false } })

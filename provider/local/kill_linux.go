@@ -201,11 +201,19 @@ func killByMarker(ctx context.Context, id string, grace time.Duration, log *slog
 			return
 		}
 	}
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	// SIGKILL until nothing carries the marker: a killed process is found
+	// until it is a zombie (the kill acts when it next runs, which a loaded
+	// machine may delay), and one forked meanwhile is found and killed
+	// too. Bounded (5 s, or ctx): what is left then is logged.
+	killUntil := time.Now().Add(5 * time.Second)
+	for len(pids) > 0 && time.Now().Before(killUntil) && ctx.Err() == nil {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+		pids = find()
 	}
-	time.Sleep(50 * time.Millisecond)
-	if left := find(); len(left) > 0 {
-		log.Warn("local: processes survived destroy", "sandbox", id, "pids", left)
+	if len(pids) > 0 {
+		log.Warn("local: processes survived destroy", "sandbox", id, "pids", pids)
 	}
 }

@@ -80,6 +80,7 @@ type Store struct {
 	path   string
 	log    *slog.Logger
 	clock  func() time.Time // Options.Now; nil = time.Now
+	busy   time.Duration    // Options.BusyTimeout, defaulted
 	leases lease.Registry
 	closed atomic.Bool
 
@@ -149,7 +150,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	s := &Store{db: db, path: abs, log: log, clock: opts.Now}
+	s := &Store{db: db, path: abs, log: log, clock: opts.Now, busy: busy}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -253,8 +254,23 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return sandbox.Wrap(sandbox.Internal, op, s.path, err)
 	}
+	// SQLite answers SQLITE_BUSY at once, without waiting out the busy
+	// timeout, where waiting could deadlock: a new connection switching a
+	// fresh file to WAL while another process holds the lock is one. Such
+	// an answer is retried here, with backoff, until the busy timeout.
+	deadline := time.Now().Add(s.busy)
+	backoff := time.Millisecond
 	for {
 		done, err := s.migrateOne(ctx, all)
+		if isBusy(err) && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return wrapErr(ctx, op, s.path, ctx.Err())
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 50*time.Millisecond)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -262,6 +278,12 @@ func (s *Store) migrate(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqliteBusy
 }
 
 // migrateOne applies the next pending migration in its own transaction

@@ -34,6 +34,7 @@ import (
 	"github.com/d10ffeed/corral/run"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
+	"github.com/d10ffeed/corral/store/pgstore"
 	"github.com/d10ffeed/corral/store/sqlitestore"
 )
 
@@ -266,6 +267,12 @@ func loadRuns(t *testing.T, storeName string, sq store.Store, warnings *counting
 				w.Writes, float64(w.Writes)/float64(runs), w.Batches, float64(w.Writes)/float64(w.Batches), w.Aborted,
 				w.Busy.Round(time.Millisecond), 100*w.Busy.Seconds()/elapsed.Seconds(),
 				float64(w.Busy.Microseconds())/1000/float64(w.Batches), float64(w.Commit.Microseconds())/1000/float64(w.Batches))
+		}
+	}
+	if ws, ok := sq.(interface{ WriteStats() pgstore.WriteStats }); ok {
+		if w := ws.WriteStats(); w.Batches > 0 {
+			t.Logf("PostgreSQL writer: %d writes (%.1f/run) in %d batches (%.1f writes each, %d run again alone)",
+				w.Writes, float64(w.Writes)/float64(runs), w.Batches, float64(w.Writes)/float64(w.Batches), w.Alone)
 		}
 	}
 	if probed != "" {

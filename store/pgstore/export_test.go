@@ -30,3 +30,27 @@ func (s *Store) CreateRunHeld(ctx context.Context, r store.Run, ran chan<- struc
 		return nil
 	})
 }
+
+// HoldWriter stops the group-commit writer inside a write of its own until
+// release is called; queued says how many writes wait for it meanwhile
+// (they go as one batch once it is released).
+func (s *Store) HoldWriter(ctx context.Context) (queued func() int, release func(), err error) {
+	holding, resume := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.write(ctx, func(b *pgx.Batch) {
+			close(holding)
+			<-resume
+			b.Queue("SELECT 1")
+		}, func(br pgx.BatchResults) error {
+			_, err := br.Exec()
+			return err
+		})
+	}()
+	select {
+	case <-holding:
+	case err := <-done:
+		return nil, nil, err
+	}
+	return func() int { return len(s.w.ops) }, func() { close(resume); <-done }, nil
+}

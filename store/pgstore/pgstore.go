@@ -3,8 +3,12 @@
 //
 // Concurrency rests on the database, never on a process:
 //   - a run's row is the lock of its event log: an append, a claim, an
-//     update and a close take the row (SELECT ... FOR UPDATE) and check the
-//     DriverEpoch in the same transaction that writes;
+//     update and a close are each one statement whose WHERE holds the
+//     fences (the DriverEpoch among them), so the row's lock and the check
+//     are one (writes.go);
+//   - the hot writes go through one goroutine that sends those queued
+//     meanwhile as one batch: one round trip, one transaction, one WAL
+//     flush for many (writer.go);
 //   - PutInstance is one INSERT ... ON CONFLICT (key) DO UPDATE that sets
 //     every column, so concurrent upserts are safe and an omitted optional
 //     field becomes NULL;
@@ -88,6 +92,7 @@ type Store struct {
 	secrets []string         // the URL's passwords, scrubbed from every error
 	clock   func() time.Time // Options.Now; nil = the database's clock
 	leases  lease.Registry
+	w       *writer // the group-commit writer (writer.go)
 	closed  atomic.Bool
 }
 
@@ -136,6 +141,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	s.startWriter()
 	return s, nil
 }
 
@@ -174,6 +180,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.leases.ReleaseAll(5 * time.Second)
+	s.stopWriter()
 	s.pool.Close()
 	return nil
 }
@@ -375,7 +382,7 @@ func (s *Store) PutInstance(ctx context.Context, in store.Instance) error {
 	if !in.CreatedAt.IsZero() {
 		query, created = instanceUpsert+",\n  created_at = EXCLUDED.created_at", in.CreatedAt
 	}
-	_, err = s.pool.Exec(ctx, query, storeutil.InstanceValues(in, created)...)
+	_, err = s.execWrite(ctx, query, storeutil.InstanceValues(in, created)...)
 	return s.wrap(ctx, op, in.Key, err)
 }
 
@@ -650,12 +657,12 @@ func (s *Store) TryLock(ctx context.Context, name string, ttl time.Duration) (st
 	}
 	start := time.Now()
 	var token int64
-	err := s.pool.QueryRow(ctx, acquireSQL, name, storeutil.TTLMillis(ttl)).Scan(&token)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
-	}
+	found, err := s.queryRowWrite(ctx, acquireSQL, []any{name, storeutil.TTLMillis(ttl)}, func(row pgx.Row) error { return row.Scan(&token) })
 	if err != nil {
 		return nil, false, s.wrap(ctx, op, name, err)
+	}
+	if !found {
+		return nil, false, nil
 	}
 	l := lease.Start(lease.Config{
 		Name: name, Token: token, TTL: ttl, Start: start, Logger: s.log, OnEnd: s.leases.Remove,
@@ -681,7 +688,7 @@ type pgLease struct {
 }
 
 func (l *pgLease) Renew(ctx context.Context) (bool, error) {
-	tag, err := l.s.pool.Exec(ctx, renewSQL, l.name, l.token, storeutil.TTLMillis(l.ttl))
+	tag, err := l.s.execWrite(ctx, renewSQL, l.name, l.token, storeutil.TTLMillis(l.ttl))
 	if err != nil {
 		return false, l.s.wrap(ctx, storeutil.OpRenew, l.name, err)
 	}
@@ -689,6 +696,6 @@ func (l *pgLease) Renew(ctx context.Context) (bool, error) {
 }
 
 func (l *pgLease) Release(ctx context.Context) error {
-	_, err := l.s.pool.Exec(ctx, releaseSQL, l.name, l.token)
+	_, err := l.s.execWrite(ctx, releaseSQL, l.name, l.token)
 	return l.s.wrap(ctx, storeutil.OpRelease, l.name, err)
 }

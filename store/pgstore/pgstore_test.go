@@ -186,10 +186,12 @@ func migrationCount(t *testing.T) int {
 	return len(files)
 }
 
-// TestPoolOutlastsSlowWriters: eight updates waiting on a row lock do not
-// take every connection of a store opened with the defaults: a read of
-// another run still gets one while they wait. (pgxpool's own default on
-// this 2-core machine was 4 connections: the read waited for the lock.)
+// TestPoolOutlastsSlowWriters: eight updates waiting on a row lock (their
+// batch gives up on the lock after the writer's lock_timeout, and each
+// waits alone, on a connection of its own) do not take every connection of
+// a store opened with the defaults: a read of another run still gets one
+// while they wait. (pgxpool's own default on this 2-core machine was 4
+// connections: the read waited for the lock.)
 func TestPoolOutlastsSlowWriters(t *testing.T) {
 	ctx := t.Context()
 	url := pgtest.URL(t)

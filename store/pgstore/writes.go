@@ -15,7 +15,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -41,9 +40,9 @@ func insertRunSQL(r store.Run) (string, args) {
 }
 
 // CreateRun implements store.RunStore: the thread's lock (lockThreadRuns)
-// and the insert go as one batch, which PostgreSQL runs as one implicit
-// transaction (the batch ends in a single Sync), so the lock is held until
-// the insert commits, in one round trip.
+// and the insert go in one batch of the writer, which PostgreSQL runs as
+// one implicit transaction (the batch ends in a single Sync), so the lock
+// is held until the insert commits, in one round trip.
 func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
 	const op = storeutil.OpCreateRun
 	r, err := storeutil.NormalizeRun(r, storeutil.Now())
@@ -53,12 +52,19 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
 	if err := s.check(op, r.ID); err != nil {
 		return err
 	}
-	var b pgx.Batch
 	lock, lockArgs := threadRunsLockSQL(r.Tenant, r.ThreadID)
-	b.Queue(lock, lockArgs...)
 	query, a := insertRunSQL(r)
-	b.Queue(query, a...)
-	return s.wrap(ctx, op, r.ID, s.pool.SendBatch(ctx, &b).Close()) // a duplicate id is AlreadyExists
+	err = s.write(ctx, func(b *pgx.Batch) {
+		b.Queue(lock, lockArgs...)
+		b.Queue(query, a...)
+	}, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		_, err := br.Exec()
+		return err
+	})
+	return s.wrap(ctx, op, r.ID, err) // a duplicate id is AlreadyExists
 }
 
 // createRun inserts r in tx under its thread's lock (lockThreadRuns), so a
@@ -121,12 +127,17 @@ func (s *Store) ClaimRun(ctx context.Context, id string, expectEpoch int64) (sto
 // the fences; refused, it rereads the run and returns what check says.
 func (s *Store) fencedRunWrite(ctx context.Context, op, id, query string, a args, check func(cur store.Run) error) (store.Run, error) {
 	for range fencedTries {
-		out, err := storeutil.ScanRun(s.pool.QueryRow(ctx, query, a...).Scan)
-		if err == nil {
-			return out, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		var out store.Run
+		found, err := s.queryRowWrite(ctx, query, a, func(row pgx.Row) error {
+			var err error
+			out, err = storeutil.ScanRun(row.Scan)
+			return err
+		})
+		if err != nil {
 			return store.Run{}, s.wrap(ctx, op, id, err)
+		}
+		if found {
+			return out, nil
 		}
 		cur, ok, err := getRun(ctx, s.pool, id, false)
 		if err != nil {
@@ -179,7 +190,7 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, epoch, firstSeq 
 	}
 	for range fencedTries {
 		if len(events) > 0 {
-			tag, err := s.pool.Exec(ctx, appendSQL, runID, epoch, firstSeq-1, firstSeq+int64(len(events))-1,
+			tag, err := s.execWrite(ctx, appendSQL, runID, epoch, firstSeq-1, firstSeq+int64(len(events))-1,
 				storeutil.DataBytes(events), seqs, types, datas, times)
 			if err != nil {
 				return s.wrap(ctx, op, runID, err)
@@ -258,7 +269,7 @@ func (s *Store) CloseLog(ctx context.Context, runID string, epoch int64) error {
 		return err
 	}
 	for range fencedTries {
-		tag, err := s.pool.Exec(ctx, `UPDATE corral_runs SET log_closed_at = $1 WHERE id = $2 AND driver_epoch = $3 AND log_closed_at IS NULL`,
+		tag, err := s.execWrite(ctx, `UPDATE corral_runs SET log_closed_at = $1 WHERE id = $2 AND driver_epoch = $3 AND log_closed_at IS NULL`,
 			storeutil.MS(storeutil.Now()), runID, epoch)
 		if err != nil {
 			return s.wrap(ctx, op, runID, err)

@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,6 +81,7 @@ type writer struct {
 	ops     chan *pgWrite
 	quit    chan struct{}
 	stopped chan struct{}
+	alones  sync.WaitGroup // writes of failed batches, run again alone
 	batches atomic.Int64 // batches sent (a write run again alone is a batch of its own)
 	writes  atomic.Int64 // writes in them
 	alone   atomic.Int64 // writes run again alone after their batch failed
@@ -108,6 +110,7 @@ func (s *Store) startWriter() {
 func (s *Store) stopWriter() {
 	close(s.w.quit)
 	<-s.w.stopped
+	s.w.alones.Wait()
 }
 
 // write runs one write through the writer and returns once its batch's
@@ -226,7 +229,7 @@ func (s *Store) sendBatch(batch []*pgWrite) {
 	// runs again alone, at once, while the writer goes on.
 	s.w.alone.Add(int64(len(live)))
 	for _, o := range live {
-		go func() { o.done <- s.sendAlone(o) }()
+		s.w.alones.Go(func() { o.done <- s.sendAlone(o) })
 	}
 }
 

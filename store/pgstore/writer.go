@@ -82,9 +82,9 @@ type writer struct {
 	quit    chan struct{}
 	stopped chan struct{}
 	alones  sync.WaitGroup // writes of failed batches, run again alone
-	batches atomic.Int64 // batches sent (a write run again alone is a batch of its own)
-	writes  atomic.Int64 // writes in them
-	alone   atomic.Int64 // writes run again alone after their batch failed
+	batches atomic.Int64   // batches sent (a write run again alone is a batch of its own)
+	writes  atomic.Int64   // writes in them
+	alone   atomic.Int64   // writes run again alone after their batch failed
 }
 
 // WriteStats counts the group-commit writer's work, for figures.

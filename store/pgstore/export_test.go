@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,9 +33,11 @@ func (s *Store) CreateRunHeld(ctx context.Context, r store.Run, ran chan<- struc
 }
 
 // HoldWriter stops the group-commit writer inside a write of its own until
-// release is called; queued says how many writes wait for it meanwhile
-// (they go as one batch once it is released).
-func (s *Store) HoldWriter(ctx context.Context) (queued func() int, release func(), err error) {
+// release is called; waitQueued returns once n writes wait for it (they go
+// as one batch once it is released), or ctx ended. It polls the queue's
+// length: a write is in the queue, or its goroutine has not reached it,
+// so no verdict depends on how long that takes.
+func (s *Store) HoldWriter(ctx context.Context) (waitQueued func(n int) error, release func(), err error) {
 	holding, resume := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -52,5 +55,15 @@ func (s *Store) HoldWriter(ctx context.Context) (queued func() int, release func
 	case err := <-done:
 		return nil, nil, err
 	}
-	return func() int { return len(s.w.ops) }, func() { close(resume); <-done }, nil
+	waitQueued = func(n int) error {
+		for len(s.w.ops) < n {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+		}
+		return nil
+	}
+	return waitQueued, func() { close(resume); <-done }, nil
 }

@@ -4,8 +4,9 @@ package pgstore
 // appends and log close; a lease's acquire, renew and release; an
 // instance's upsert), each one statement or a few that stand alone, go
 // through one goroutine, which sends the writes queued while it was busy
-// as one pgx.Batch: one round trip and one implicit transaction, so one
-// COMMIT, and one WAL flush, serves them all instead of one each. A write
+// as one pgx.Batch (BEGIN, SET LOCAL lock_timeout, the writes, COMMIT):
+// one round trip and one transaction, so one COMMIT, and one WAL flush,
+// serves them all instead of one each. A write
 // returns only after the COMMIT that holds it, so durability is unchanged
 // (with synchronous_commit on, the flush is done), and statements of one
 // batch see those before them, as one after another would.
@@ -18,8 +19,7 @@ package pgstore
 // would reach a write sent alone.
 //
 // One batch at a time means one write waiting on a row lock would hold up
-// every other: a batch runs in an explicit transaction with a lock_timeout
-// of lockWait, so a batch that meets a lock held elsewhere (another
+// every other: a batch's lock_timeout is lockWait, so a batch that meets a lock held elsewhere (another
 // process's transaction, a deadlock in the making) fails soon and its
 // writes run alone, where the one that needs the lock waits for it without
 // holding up the rest.

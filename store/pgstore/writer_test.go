@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,7 +33,7 @@ func TestWriterBatch(t *testing.T) {
 		{"one fails", n / 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			queued, release, err := s.HoldWriter(ctx)
+			waitQueued, release, err := s.HoldWriter(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,8 +50,8 @@ func TestWriterBatch(t *testing.T) {
 					errs[i] = s.CreateRun(ctx, store.Run{ID: ids[i], ThreadID: fmt.Sprintf("thread-%d", i)})
 				})
 			}
-			for queued() < n { // a hang guard is the test's timeout
-				time.Sleep(time.Millisecond)
+			if err := waitQueued(n); err != nil {
+				t.Fatal(err)
 			}
 			release()
 			wg.Wait()
@@ -108,7 +107,7 @@ func TestWriterNotHeldByALock(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{schema, "corral_runs"}.Sanitize()+` WHERE id = 'run-locked' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	queued, release, err := s.HoldWriter(ctx)
+	waitQueued, release, err := s.HoldWriter(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +116,8 @@ func TestWriterNotHeldByALock(t *testing.T) {
 		_, err := s.UpdateRun(ctx, "run-locked", store.RunPatch{Error: store.Set("x")})
 		blocked <- err
 	}()
-	for queued() < 1 {
-		time.Sleep(time.Millisecond)
+	if err := waitQueued(1); err != nil {
+		t.Fatal(err)
 	}
 	const n = 4
 	errs := make([]error, n)
@@ -126,8 +125,8 @@ func TestWriterNotHeldByALock(t *testing.T) {
 	for i := range n {
 		wg.Go(func() { errs[i] = s.CreateRun(ctx, store.Run{ID: fmt.Sprintf("run-free-%d", i), ThreadID: "t"}) })
 	}
-	for queued() < 1+n {
-		time.Sleep(time.Millisecond)
+	if err := waitQueued(1 + n); err != nil {
+		t.Fatal(err)
 	}
 	release() // one batch: the locked update and the four creates
 	wg.Wait()

@@ -39,10 +39,10 @@ func insertRunSQL(r store.Run) (string, args) {
 	return `INSERT INTO corral_runs (` + storeutil.RunColumns + `) VALUES (` + strings.Join(ph, ", ") + `)`, a
 }
 
-// CreateRun implements store.RunStore: the thread's lock (lockThreadRuns)
-// and the insert go in one batch of the writer, which PostgreSQL runs as
-// one implicit transaction (the batch ends in a single Sync), so the lock
-// is held until the insert commits, in one round trip.
+// CreateRun implements store.RunStore: the thread's lock (lockThreadRuns,
+// a transaction-scoped advisory lock) and the insert are one write of the
+// writer, so they share its batch's transaction: the lock is held until
+// the insert commits, in one round trip.
 func (s *Store) CreateRun(ctx context.Context, r store.Run) error {
 	const op = storeutil.OpCreateRun
 	r, err := storeutil.NormalizeRun(r, storeutil.Now())

@@ -218,6 +218,41 @@ func (p *Provider) ensureTemplate(ctx context.Context, op string, deny bool) (st
 	return name, nil
 }
 
+// templateMissing answers a claim's TemplateNotFound condition. The
+// controller reports it from its informer cache, which can lag behind
+// the template corral has just made, and retries on its own: while the
+// template exists it is a wait. When the template is gone, corral's own
+// is made again (someone deleted it under us); a missing template of
+// Options.Template is the user's to fix.
+func (p *Provider) templateMissing(ctx context.Context, op, claim, tmpl string) error {
+	var t asTemplate
+	err := p.core.crGet(ctx, asExtGroup, p.ns, "sandboxtemplates", tmpl, &t)
+	switch {
+	case err == nil && t.Metadata.DeletionTimestamp == nil:
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return p.asError(op, claim, err)
+	case p.opts.Template != "":
+		return sandbox.Errorf(sandbox.FailedPrecondition, op, claim, "SandboxTemplate %s/%s (Options.Template) does not exist", p.ns, tmpl)
+	}
+	p.tmpl.mu.Lock()
+	for deny, n := range p.tmpl.names {
+		if n == tmpl {
+			delete(p.tmpl.names, deny)
+		}
+	}
+	p.tmpl.mu.Unlock()
+	_, err = p.ensureTemplate(ctx, op, p.tmplDeny(tmpl))
+	return err
+}
+
+// tmplDeny reports whether tmpl is the name of corral's template for
+// the denied network.
+func (p *Provider) tmplDeny(tmpl string) bool {
+	n, _, err := p.templateName(true)
+	return err == nil && n == tmpl
+}
+
 // asError is apiError with a hint when agent-sandbox is not installed
 // (its resources are NotFound as a whole).
 func (p *Provider) asError(op, id string, err error) error {
@@ -334,10 +369,12 @@ func (p *Provider) waitClaim(ctx context.Context, op, name string) (string, erro
 		if err == nil {
 			for _, cond := range c.Status.Conditions {
 				if cond.Type == asReadyCondition && cond.Status != metav1.ConditionTrue && cond.Reason != "" {
-					if cond.Reason == "TemplateNotFound" {
-						return "", sandbox.Errorf(sandbox.FailedPrecondition, op, name, "%s", cond.Message)
-					}
 					why = cond.Reason + ": " + cond.Message
+					if cond.Reason == "TemplateNotFound" {
+						if err := p.templateMissing(wctx, op, name, c.Spec.TemplateRef.Name); err != nil {
+							return "", err
+						}
+					}
 				}
 			}
 			pod, err = p.claimPod(wctx, &c)

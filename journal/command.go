@@ -142,7 +142,12 @@ fi
 ` + endLine + `
 if [ -n "$cj_tree" ]; then
   cj_end=$(GIT_INDEX_FILE=$cj_idx git add -A . && GIT_INDEX_FILE=$cj_idx git write-tree)
-  if [ -n "$cj_end" ]; then
+  if [ "$cj_end" = "$cj_tree" ]; then
+    # The same tree: the diff is empty, known without the two git diff
+    # pipelines (seven processes at the end of every run that changed
+    # nothing, as most chat turns).
+    printf '{"__diff":"","__truncated":false,"__nonce":"%s"}\n' "$cj_nonce" >>"$cj_out"
+  elif [ -n "$cj_end" ]; then
     cj_size=$(git diff --binary "$cj_tree" "$cj_end" | wc -c | tr -d ' ')
     cj_cut=false
     [ "$cj_size" -gt ` + maxDiffText + ` ] && cj_cut=true

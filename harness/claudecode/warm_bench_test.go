@@ -1,12 +1,19 @@
 package claudecode_test
 
 import (
+	"bufio"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/d10ffeed/corral/harness/claudecode"
 	"github.com/d10ffeed/corral/internal/fakemodel"
+	"github.com/d10ffeed/corral/internal/testutil"
 	"github.com/d10ffeed/corral/internal/turntest"
 	"github.com/d10ffeed/corral/store"
 )
@@ -57,4 +64,78 @@ func BenchmarkFirstTurn(b *testing.B) {
 			return w.StartIn(b, ctx, r, "first-"+strconv.Itoa(i), "Hello.")
 		})
 	})
+}
+
+// BenchmarkWarmTurnFloor is the raw floor of a warm next turn: the
+// keeper corral started for a thread, driven directly, the turn's
+// stream-json line written into its FIFO and its session log read (polled
+// every 100 µs) to the first text delta (first-ms, median).
+// BenchmarkNextTurn/warm minus this is corral's part of a warm turn (the
+// start, the turn client, the journal, the store and the follower):
+//
+//	go test -run '^$' -bench 'NextTurn/warm|WarmTurnFloor' -benchtime 10x ./harness/claudecode/
+func BenchmarkWarmTurnFloor(b *testing.B) {
+	w := newWarmEnv(b, fakemodel.Say("hi"))
+	w.Options[claudecode.OptWarm] = "true"
+	r := w.Runner(b)
+	ctx := testCtx(b)
+	if err := r.Wait(ctx, w.Start(b, ctx, r, "Hello.").ID); err != nil {
+		b.Fatal(err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(w.Journals, claudecode.WarmDirPrefix+"*"))
+	if len(dirs) != 1 {
+		b.Fatalf("keeper directories: %v", dirs)
+	}
+	in, err := os.OpenFile(filepath.Join(dirs[0], "in"), os.O_RDWR, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	log, err := os.Open(filepath.Join(dirs[0], "log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer log.Close()
+	if _, err := log.Seek(0, io.SeekEnd); err != nil {
+		b.Fatal(err)
+	}
+	lines := bufio.NewReaderSize(log, 1<<20)
+	turn := func() (first time.Duration) {
+		t0 := time.Now()
+		if _, err := io.WriteString(in, `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"Next."}]}}`+"\n"); err != nil {
+			b.Fatal(err)
+		}
+		var line strings.Builder
+		for {
+			l, err := lines.ReadString('\n')
+			line.WriteString(l)
+			if err == io.EOF {
+				if time.Since(t0) > 5*time.Second {
+					all, _ := os.ReadFile(filepath.Join(dirs[0], "log"))
+					errs, _ := os.ReadFile(filepath.Join(dirs[0], "err"))
+					b.Fatalf("no result line in 5 s; the log ends %s; stderr %s", all[max(0, len(all)-1500):], errs)
+				}
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			l, _ = line.String(), 0
+			line.Reset()
+			if first == 0 && strings.Contains(l, `"text_delta"`) {
+				first = time.Since(t0)
+			}
+			if strings.Contains(l, `"type":"result"`) && !strings.HasPrefix(l, `{"type":"stream_event"`) {
+				return first
+			}
+		}
+	}
+	var ms []float64
+	b.ResetTimer()
+	for range b.N {
+		ms = append(ms, float64(turn().Microseconds())/1000)
+	}
+	b.StopTimer()
+	b.ReportMetric(testutil.Median(ms), "first-ms")
 }

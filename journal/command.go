@@ -102,10 +102,14 @@ cj_gitdir() {
   if [ -z "${GIT_DIR-}" ] && [ -d "$cj_d/.git" ] && [ -f "$cj_d/.git/index" ]; then cj_git=$cj_d/.git; return 0; fi
   cj_git=$(git rev-parse --git-dir 2>/dev/null)
 }
+# The baseline is the private index after git add -A: it holds the id of
+# every file's content as the run starts, so its tree is written at the
+# end, off the agent's start (one process less before the agent runs).
+cj_base=
 if [ "$cj_diff" = diff ] && cj_ingit && cj_gitdir; then
   cj_idx=$cj_dir/.index.$$
   cp "$cj_git/index" "$cj_idx" 2>/dev/null
-  cj_tree=$(GIT_INDEX_FILE=$cj_idx git add -A . && GIT_INDEX_FILE=$cj_idx git write-tree) || cj_tree=
+  GIT_INDEX_FILE=$cj_idx git add -A . && cj_base=1 || rm -f "$cj_idx"
 fi
 case $cj_in in
 -) ( cj_enter; exec "$@" >>"$cj_out" 2>>"$cj_err" ) ;;
@@ -140,6 +144,9 @@ if [ -z "$cj_keep" ] && [ -z "$cj_born" ]; then
   fi
 fi
 ` + endLine + `
+if [ -n "$cj_base" ]; then
+  cj_tree=$(GIT_INDEX_FILE=$cj_idx git write-tree) || cj_tree=
+fi
 if [ -n "$cj_tree" ]; then
   cj_end=$(GIT_INDEX_FILE=$cj_idx git add -A . && GIT_INDEX_FILE=$cj_idx git write-tree)
   if [ "$cj_end" = "$cj_tree" ]; then
@@ -154,8 +161,8 @@ if [ -n "$cj_tree" ]; then
     printf '{"__diff":"%s","__truncated":%s,"__nonce":"%s"}\n' \
       "$(git diff --binary "$cj_tree" "$cj_end" | head -c ` + maxDiffText + ` | base64 | tr -d '\n')" "$cj_cut" "$cj_nonce" >>"$cj_out"
   fi
-  rm -f "$cj_idx"
 fi
+[ -n "$cj_base" ] && rm -f "$cj_idx"
 printf '{"__exit":%d,"__nonce":"%s"}\n' "$cj_rc" "$cj_nonce" >>"$cj_out"
 `
 

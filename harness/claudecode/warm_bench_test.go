@@ -110,10 +110,11 @@ func BenchmarkWarmTurnFloor(b *testing.B) {
 			l, err := lines.ReadString('\n')
 			line.WriteString(l)
 			if err == io.EOF {
-				if time.Since(t0) > 5*time.Second {
+				// The log is a regular file: polled. A hang guard, not a verdict.
+				if time.Since(t0) > time.Minute {
 					all, _ := os.ReadFile(filepath.Join(dirs[0], "log"))
 					errs, _ := os.ReadFile(filepath.Join(dirs[0], "err"))
-					b.Fatalf("no result line in 5 s; the log ends %s; stderr %s", all[max(0, len(all)-1500):], errs)
+					b.Fatalf("no result line in a minute; the log ends %s; stderr %s", all[max(0, len(all)-1500):], errs)
 				}
 				time.Sleep(100 * time.Microsecond)
 				continue
@@ -121,12 +122,13 @@ func BenchmarkWarmTurnFloor(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			l, _ = line.String(), 0
+			whole := line.String()
 			line.Reset()
-			if first == 0 && strings.Contains(l, `"text_delta"`) {
+			if first == 0 && strings.Contains(whole, `"text_delta"`) {
 				first = time.Since(t0)
 			}
-			if strings.Contains(l, `"type":"result"`) && !strings.HasPrefix(l, `{"type":"stream_event"`) {
+			// The relay's test (turnClient): a result line, not a streamed event.
+			if strings.Contains(whole, `"type":"result"`) && !strings.HasPrefix(whole, `{"type":"stream_event"`) {
 				return first
 			}
 		}

@@ -235,22 +235,19 @@ func (p *Provider) templateMissing(ctx context.Context, op, claim, tmpl string) 
 	case p.opts.Template != "":
 		return sandbox.Errorf(sandbox.FailedPrecondition, op, claim, "SandboxTemplate %s/%s (Options.Template) does not exist", p.ns, tmpl)
 	}
+	// The claim names a template ensureTemplate made and remembered:
+	// forgotten, it is made again.
+	deny := false
 	p.tmpl.mu.Lock()
-	for deny, n := range p.tmpl.names {
+	for d, n := range p.tmpl.names {
 		if n == tmpl {
-			delete(p.tmpl.names, deny)
+			deny = d
+			delete(p.tmpl.names, d)
 		}
 	}
 	p.tmpl.mu.Unlock()
-	_, err = p.ensureTemplate(ctx, op, p.tmplDeny(tmpl))
+	_, err = p.ensureTemplate(ctx, op, deny)
 	return err
-}
-
-// tmplDeny reports whether tmpl is the name of corral's template for
-// the denied network.
-func (p *Provider) tmplDeny(tmpl string) bool {
-	n, _, err := p.templateName(true)
-	return err == nil && n == tmpl
 }
 
 // asError is apiError with a hint when agent-sandbox is not installed

@@ -4,11 +4,9 @@
 package client
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,7 +16,6 @@ import (
 	"time"
 
 	"github.com/d10ffeed/corral/api"
-	"github.com/d10ffeed/corral/event"
 	"github.com/d10ffeed/corral/sandbox"
 	"github.com/d10ffeed/corral/store"
 )
@@ -166,122 +163,6 @@ func (c *Client) Sandboxes(ctx context.Context) ([]api.Sandbox, error) {
 // DeleteSandbox destroys a sandbox instance and its record.
 func (c *Client) DeleteSandbox(ctx context.Context, key string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/sandboxes/"+url.PathEscape(key), nil, nil)
-}
-
-// ErrStreamError is wrapped by Events when the daemon ended a stream with
-// an error event.
-var ErrStreamError = errors.New("client: the daemon reported an error on the stream")
-
-// Events calls fn with the run's events after sequence number after, then
-// with the live remainder, until the run ends or ctx ends. When the
-// connection drops it reconnects (with Last-Event-ID) for up to Retry, so
-// no event is lost or repeated.
-func (c *Client) Events(ctx context.Context, id string, after int64, fn func(store.Event) error) error {
-	last := after
-	var lastErr error
-	deadline := time.Time{}
-	backoff := 100 * time.Millisecond
-	for {
-		done, progressed, err := c.stream(ctx, id, last, func(e store.Event) error {
-			last = e.Seq
-			return fn(e)
-		})
-		if done || ctx.Err() != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return err
-		}
-		if code := sandbox.CodeOf(err); err != nil && code != sandbox.Unavailable && code != sandbox.Unknown && code != sandbox.Internal {
-			return err // a real answer (not found, refused): no point retrying
-		}
-		lastErr = err
-		if progressed {
-			deadline, backoff = time.Time{}, 100*time.Millisecond
-		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(c.Retry)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("client: the stream of %s kept failing: %w", id, lastErr)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-// stream reads one SSE connection. done is true when the run ended.
-func (c *Client) stream(ctx context.Context, id string, after int64, fn func(store.Event) error) (done, progressed bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/runs/%s/events", c.base, url.PathEscape(id)), nil)
-	if err != nil {
-		return true, false, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
-	c.authorize(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return false, false, sandbox.Wrap(sandbox.Unavailable, "client.events", id, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		err := decodeError(resp, "events "+id)
-		return sandbox.CodeOf(err) != sandbox.Unavailable && resp.StatusCode < 500, false, err
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	var evID, evName string
-	var data []byte
-	terminal := false // the last event delivered ends the run
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == ": end": // the daemon's end of a finished run's stream
-			return true, progressed, nil
-		case line == "":
-			if evName == "error" {
-				var e api.Error
-				_ = json.Unmarshal(data, &e)
-				return false, progressed, fmt.Errorf("%w: %s", ErrStreamError, e.Message)
-			}
-			if len(data) > 0 {
-				seq, perr := strconv.ParseInt(evID, 10, 64)
-				if perr != nil {
-					return true, progressed, sandbox.Errorf(sandbox.Internal, "client.events", id, "event without a sequence number")
-				}
-				var ev struct {
-					Type string `json:"type"`
-				}
-				_ = json.Unmarshal(data, &ev)
-				terminal = ev.Type == string(event.RunFinished) || ev.Type == string(event.RunError)
-				if err := fn(store.Event{RunID: id, Seq: seq, Type: ev.Type, Data: bytes.Clone(data)}); err != nil {
-					return true, progressed, err
-				}
-				progressed = true
-			}
-			evID, evName, data = "", "", nil
-		case strings.HasPrefix(line, ":"):
-		case strings.HasPrefix(line, "id:"):
-			evID = strings.TrimSpace(line[3:])
-		case strings.HasPrefix(line, "event:"):
-			evName = strings.TrimSpace(line[6:])
-		case strings.HasPrefix(line, "data:"):
-			if data != nil {
-				data = append(data, '\n')
-			}
-			data = append(data, strings.TrimPrefix(line[5:], " ")...)
-		}
-	}
-	if terminal && sc.Err() == nil {
-		// A stream closed right after the run's last event (by a proxy
-		// that drops comments, say): the run is over.
-		return true, progressed, nil
-	}
-	return false, progressed, sandbox.Wrap(sandbox.Unavailable, "client.events", id, errors.Join(sc.Err(), io.ErrUnexpectedEOF))
 }
 
 // Stderr returns the end (up to 64 KiB) of what a run's agent wrote to its

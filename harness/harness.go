@@ -136,6 +136,13 @@ type Invocation struct {
 	// that cannot live in Request.RunDir. It must hold no secret (a process
 	// that dies before the run ends cannot remove it).
 	RemoveAfter []string
+	// DiffGate, when set, is an absolute path inside the sandbox, outside
+	// the workspace, that the journal wrapper holds (a file naming its
+	// pid) while it records the working tree's starting state beside the
+	// agent's start rather than before it (journal.Spec.DiffGate). Only
+	// for an agent whose every file change waits while the file exists
+	// and the pid it names lives.
+	DiffGate string
 }
 
 // Translator turns one run's journal into events. It is deterministic:

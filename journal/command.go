@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"path"
 	"slices"
 	"strings"
 
@@ -16,7 +17,9 @@ const NonceEnv = "CORRAL_JOURNAL_NONCE"
 // $1 dir, $2 journal, $3 err, $4 stdin for the agent (a file, "-" for the
 // rest of the wrapper's own stdin, "" for /dev/null), $5 "stdin" when the
 // nonce arrives as the first line of stdin (else it is in NonceEnv), $6
-// "diff" to record the working tree's diff, $7 the run's file token, $8
+// "diff" to record the working tree's diff (or "gate=PATH": the same, its
+// baseline taken beside the agent while PATH exists; see Spec.DiffGate),
+// $7 the run's file token, $8
 // flags (space-separated: "own" when the sandbox has a process table of its
 // own, "keep" to keep the run's background processes, "nocgroup" to make no
 // cgroup, "born" when it was started in the run's cgroup), then the agent's
@@ -31,7 +34,9 @@ const NonceEnv = "CORRAL_JOURNAL_NONCE"
 //   - In a git work tree, the tree is recorded before the agent starts (in
 //     a private index: the user's index is untouched) and diffed after it
 //     exits, new untracked files included; the diff goes into the journal,
-//     authenticated by the nonce, before the sentinel.
+//     authenticated by the nonce, before the sentinel. With a gate, the
+//     tree is recorded beside the agent's start instead, the gate file
+//     (holding the wrapper's pid) present until it is done.
 //   - The agent runs in the run's process scope (see scope.go): a cgroup
 //     of its own where the sandbox allows, the RunMarkerEnv marker always.
 //     When it exits, whatever it left running is killed (unless
@@ -39,8 +44,9 @@ const NonceEnv = "CORRAL_JOURNAL_NONCE"
 //   - The wrapper's own stdout and stderr go nowhere: when the process that
 //     spawned it dies, nothing can SIGPIPE it.
 const wrapper = `exec >/dev/null 2>&1
-cj_dir=$1 cj_out=$2 cj_err=$3 cj_in=$4 cj_mode=$5 cj_diff=$6 cj_tok=$7 cj_flags=$8
+cj_dir=$1 cj_out=$2 cj_err=$3 cj_in=$4 cj_mode=$5 cj_diff=$6 cj_tok=$7 cj_flags=$8 cj_gate=
 shift 8
+case $cj_diff in gate=/*) cj_gate=${cj_diff#gate=} cj_diff=diff ;; esac
 if [ "$cj_mode" = stdin ]; then IFS= read -r cj_nonce; else cj_nonce=$` + NonceEnv + `; fi
 unset ` + NonceEnv + `
 [ -d "$cj_dir" ] || mkdir -p "$cj_dir" || exit 1
@@ -105,11 +111,21 @@ cj_gitdir() {
 # The baseline is the private index after git add -A: it holds the id of
 # every file's content as the run starts, so its tree is written at the
 # end, off the agent's start (one process less before the agent runs).
-cj_base=
+# With a gate, the baseline is taken in the background while the agent
+# starts: the gate file, made first, names this wrapper, and goes when the
+# baseline is done; the agent's steps that change files wait for that
+# (Spec.DiffGate). An asynchronous list's stdin is /dev/null: the agent's
+# input stays its own.
+cj_base= cj_bp=
 if [ "$cj_diff" = diff ] && cj_ingit && cj_gitdir; then
   cj_idx=$cj_dir/.index.$$
-  cp "$cj_git/index" "$cj_idx" 2>/dev/null
-  GIT_INDEX_FILE=$cj_idx git add -A . && cj_base=1 || rm -f "$cj_idx"
+  if [ -n "$cj_gate" ] && printf '%s\n' $$ >"$cj_gate" 2>/dev/null; then
+    ( cp "$cj_git/index" "$cj_idx" 2>/dev/null; GIT_INDEX_FILE=$cj_idx git add -A .; cj_s=$?; rm -f "$cj_gate"; exit $cj_s ) &
+    cj_bp=$!
+  else
+    cp "$cj_git/index" "$cj_idx" 2>/dev/null
+    GIT_INDEX_FILE=$cj_idx git add -A . && cj_base=1 || rm -f "$cj_idx"
+  fi
 fi
 case $cj_in in
 -) ( cj_enter; exec "$@" >>"$cj_out" 2>>"$cj_err" ) ;;
@@ -117,6 +133,11 @@ case $cj_in in
 *) ( cj_enter; exec "$@" <"$cj_in" >>"$cj_out" 2>>"$cj_err" ) ;;
 esac
 cj_rc=$?
+# The background baseline ends before anything is killed: it is not the
+# agent's, and the diff needs it.
+if [ -n "$cj_bp" ]; then
+  if wait "$cj_bp"; then cj_base=1; else rm -f "$cj_idx"; fi
+fi
 # Nothing the run started outlives it (unless it keeps its background
 # processes): everything left in its scope is killed before the diff and
 # the sentinel, so no process of the run can write after the sentinel.
@@ -182,6 +203,14 @@ type Spec struct {
 	// Diff records the working tree's diff in the journal after the agent
 	// exits (in a git work tree).
 	Diff bool
+	// DiffGate, when set with Diff, is an absolute path the wrapper creates
+	// (holding its pid) before the agent starts and removes once the
+	// working tree's starting state is recorded, which it then does
+	// beside the agent instead of before it. Only for an agent that
+	// changes files only through steps that wait while the path exists
+	// and its pid lives (Claude Code's PreToolUse hook): anything else
+	// could change a file before the baseline has it.
+	DiffGate string
 	// KeepBackground keeps the processes the agent left running when it
 	// exits (servers for the thread's next run). By default they are
 	// killed, whatever they did to leave the agent's tree. A cancel kills
@@ -229,6 +258,12 @@ func Command(spec Spec, nonceOnStdin bool) (sandbox.Command, error) {
 	}
 	if spec.Diff {
 		diff = "diff"
+		if spec.DiffGate != "" {
+			if !path.IsAbs(spec.DiffGate) || strings.ContainsAny(spec.DiffGate, "\n\x00") {
+				return sandbox.Command{}, sandbox.Errorf(sandbox.InvalidArgument, "journal.command", spec.Paths.Token, "the diff gate %q is not an absolute path", spec.DiffGate)
+			}
+			diff = "gate=" + path.Clean(spec.DiffGate)
+		}
 	}
 	var flags []string
 	if spec.OwnProcessTable {

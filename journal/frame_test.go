@@ -347,6 +347,39 @@ func TestCommandArgvLayout(t *testing.T) {
 	}
 }
 
+// TestCommandDiffGate: a diff gate travels as the diff argument
+// ("gate=PATH", cleaned); one that is not an absolute path is refused;
+// without Diff it is ignored.
+func TestCommandDiffGate(t *testing.T) {
+	p, err := PathsFor("", "gate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name     string
+		diff     bool
+		gate     string
+		want     string // argv[9], the diff argument
+		wantCode sandbox.Code
+	}{
+		{"no gate", true, "", "diff", sandbox.OK},
+		{"gate", true, "/tmp/k/../k/gate", "gate=/tmp/k/gate", sandbox.OK},
+		{"gate without diff", false, "/tmp/k/gate", "", sandbox.OK},
+		{"relative", true, "k/gate", "", sandbox.InvalidArgument},
+		{"newline", true, "/tmp/k\ngate", "", sandbox.InvalidArgument},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd, err := Command(Spec{Paths: p, Nonce: NewNonce(), Agent: sandbox.Command{Shell: "true"}, Diff: tt.diff, DiffGate: tt.gate}, true)
+			if code := sandbox.CodeOf(err); code != tt.wantCode {
+				t.Fatalf("Command: %v (code %v), want code %v", err, code, tt.wantCode)
+			}
+			if err == nil && cmd.Args[9] != tt.want {
+				t.Errorf("the diff argument is %q, want %q", cmd.Args[9], tt.want)
+			}
+		})
+	}
+}
+
 // BenchmarkFramer frames 64 MiB per op in 64 KiB chunks, as lines of
 // 1 KiB, 1 MiB or one line of 64 MiB: the throughput is the same, so the
 // cost is linear whatever the line length.

@@ -242,7 +242,7 @@ func (d *driver) startAgent() error {
 	}
 	// The driver that starts the agent watches its wrapper: the reader
 	// then knows the wrapper's end without looking for it.
-	d.exited, err = journal.StartWatch(d.ctx, d.handle, journal.Spec{Paths: paths, Nonce: d.run.JournalNonce, Agent: inv.Command, Stdin: inv.Stdin, Diff: true, KeepBackground: d.def.Lifecycle.KeepBackground})
+	d.exited, err = journal.StartWatch(d.ctx, d.handle, journal.Spec{Paths: paths, Nonce: d.run.JournalNonce, Agent: inv.Command, Stdin: inv.Stdin, Diff: true, DiffGate: inv.DiffGate, KeepBackground: d.def.Lifecycle.KeepBackground})
 	return err
 }
 

@@ -589,7 +589,8 @@ func TestClientFlows(t *testing.T) {
 	t.Logf("cancelled and streamed to the end in %v", time.Since(began))
 }
 
-// cutter wraps a handler so the first n event streams are cut (the TCP
+// cutter wraps a handler so the first n event streams (GET …/events, or a
+// POST /v1/runs that streams) are cut (the TCP
 // connection closed under the response) after `after` events each.
 type cutter struct {
 	h      http.Handler
@@ -601,7 +602,8 @@ type cutter struct {
 }
 
 func (c *cutter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !strings.HasSuffix(r.URL.Path, "/events") || !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+	stream := strings.HasSuffix(r.URL.Path, "/events") || r.Method == http.MethodPost && r.URL.Path == "/v1/runs"
+	if !stream || !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		c.h.ServeHTTP(w, r)
 		return
 	}
@@ -690,6 +692,21 @@ func (w *cuttingWriter) Flush() {
 	}
 }
 
+// inOrder collects a stream's payloads, refusing a gap or a repeat.
+type inOrder struct {
+	last     int64
+	payloads []string
+}
+
+func (o *inOrder) add(ev store.Event) error {
+	if ev.Seq != o.last+1 {
+		return fmt.Errorf("seq %d after %d: a gap or a repeat", ev.Seq, o.last)
+	}
+	o.last = ev.Seq
+	o.payloads = append(o.payloads, string(ev.Data))
+	return nil
+}
+
 func TestClientEventsResumeAfterDroppedStream(t *testing.T) {
 	const lines = 400
 	agent := fmt.Sprintf(`i=1; while [ $i -le %d ]; do echo n$i; [ $((i%%50)) -eq 0 ] && sleep 0.1; i=$((i+1)); done`, lines)
@@ -718,19 +735,12 @@ func TestClientEventsResumeAfterDroppedStream(t *testing.T) {
 			cut.mu.Lock()
 			cut.left = tc.cuts
 			cut.mu.Unlock()
-			var payloads []string
-			var last int64
-			err = c.Events(ctx, r.ID, 0, func(ev store.Event) error {
-				if ev.Seq != last+1 {
-					return fmt.Errorf("seq %d after %d: a gap or a repeat", ev.Seq, last)
-				}
-				last = ev.Seq
-				payloads = append(payloads, string(ev.Data))
-				return nil
-			})
+			var ip inOrder
+			err = c.Events(ctx, r.ID, 0, ip.add)
 			if err != nil {
 				t.Fatal(err)
 			}
+			payloads, last := ip.payloads, ip.last
 			sameLines(t, textLines(t, payloads), numbered("n", lines))
 			stored, _ := e.Store.LastSeq(ctx, r.ID)
 			if last != stored {
@@ -746,4 +756,65 @@ func TestClientEventsResumeAfterDroppedStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClientStartEvents: StartEvents starts a run and follows it on one
+// request; a stream cut mid-run (the POST's, then a reconnection's) goes
+// on from the last event, each event delivered once; a refused start
+// calls nothing back.
+func TestClientStartEvents(t *testing.T) {
+	const lines = 300
+	agent := fmt.Sprintf(`i=1; while [ $i -le %d ]; do echo n$i; [ $((i%%50)) -eq 0 ] && sleep 0.1; i=$((i+1)); done`, lines)
+	for _, tc := range []struct {
+		name        string
+		cuts, after int
+	}{
+		{"whole", 0, 0},
+		{"the POST's stream cut", 1, 30},
+		{"the POST's and a reconnection's cut", 2, 60},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cut := &cutter{after: tc.after, left: tc.cuts}
+			e := newEnv(t, envOptions{Wrap: func(h http.Handler) http.Handler { cut.h = h; return cut }})
+			c := e.client("")
+			c.Retry = 20 * time.Second
+			ctx := testCtx(t, time.Minute)
+			var startedID, startedThread string
+			var ip inOrder
+			id, err := c.StartEvents(ctx, api.StartRun{Thread: "t-se", Prompt: agent}, func(id, thread string) {
+				if ip.last != 0 {
+					t.Errorf("started called after event %d", ip.last)
+				}
+				startedID, startedThread = id, thread
+			}, ip.add)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id == "" || startedID != id || startedThread != "t-se" {
+				t.Fatalf("StartEvents returned %q; started(%q, %q)", id, startedID, startedThread)
+			}
+			sameLines(t, textLines(t, ip.payloads), numbered("n", lines))
+			rec := e.waitStatus(id, store.RunCompleted, time.Minute)
+			if stored, _ := e.Store.LastSeq(ctx, rec.ID); ip.last != stored {
+				t.Fatalf("got events up to %d, the log has %d", ip.last, stored)
+			}
+			cut.mu.Lock()
+			defer cut.mu.Unlock()
+			if cut.cuts != tc.cuts || cut.served != tc.cuts+1 {
+				t.Fatalf("%d streams cut, %d served; want %d cut and %d served", cut.cuts, cut.served, tc.cuts, tc.cuts+1)
+			}
+		})
+	}
+	t.Run("refused", func(t *testing.T) {
+		e := newEnv(t, envOptions{})
+		called := false
+		id, err := e.client("").StartEvents(testCtx(t, time.Minute), api.StartRun{Harness: "nope", Prompt: "hi"},
+			func(string, string) { called = true }, func(store.Event) error { called = true; return nil })
+		if sandbox.CodeOf(err) != sandbox.InvalidArgument || id != "" || called {
+			t.Fatalf("StartEvents of an unknown harness = %q, %v (called back: %v); want InvalidArgument, nothing called", id, err, called)
+		}
+		if n := e.runCount(); n != 0 {
+			t.Fatalf("%d runs stored", n)
+		}
+	})
 }

@@ -257,6 +257,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	s.metrics.runsStarted.Inc()
 	w.Header().Set("Location", "/v1/runs/"+rec.ID)
 	w.Header().Set("X-Run-Id", rec.ID)
+	w.Header().Set("X-Thread-Id", rec.ThreadID)
 	if wantsStream(r) {
 		s.stream(w, r, rec.ID, 0, false)
 		return

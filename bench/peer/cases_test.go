@@ -17,15 +17,13 @@ import (
 	"github.com/d10ffeed/corral/store"
 )
 
-// corralPlain runs echo hi and times the first output and the end.
+// corralPlain runs echo hi and times the first output and the end. The
+// run is started and followed on one request (client.StartEvents), as
+// corral run --server does.
 func corralPlain(ctx context.Context, c *client.Client, thread string) (time.Duration, time.Duration, error) {
 	t0 := time.Now()
-	r, err := c.Start(ctx, api.StartRun{Thread: thread, Args: []string{"echo", "hi"}})
-	if err != nil {
-		return 0, 0, err
-	}
 	var first time.Duration
-	err = c.Events(ctx, r.ID, 0, func(ev store.Event) error {
+	_, err := c.StartEvents(ctx, api.StartRun{Thread: thread, Args: []string{"echo", "hi"}}, nil, func(ev store.Event) error {
 		if first == 0 && ev.Type == "TEXT_MESSAGE_CONTENT" {
 			first = time.Since(t0)
 		}
@@ -42,13 +40,9 @@ func corralPlain(ctx context.Context, c *client.Client, thread string) (time.Dur
 // once the run has ended.
 func corralAgent(ctx context.Context, c *client.Client, req api.StartRun) (time.Duration, error) {
 	t0 := time.Now()
-	r, err := c.Start(ctx, req)
-	if err != nil {
-		return 0, err
-	}
 	var first time.Duration
 	var failed string
-	err = c.Events(ctx, r.ID, 0, func(ev store.Event) error {
+	id, err := c.StartEvents(ctx, req, nil, func(ev store.Event) error {
 		if first == 0 && ev.Type == "TEXT_MESSAGE_CONTENT" {
 			first = time.Since(t0)
 		}
@@ -58,7 +52,7 @@ func corralAgent(ctx context.Context, c *client.Client, req api.StartRun) (time.
 		return nil
 	})
 	if err == nil && failed != "" {
-		se, _ := c.Stderr(ctx, r.ID)
+		se, _ := c.Stderr(ctx, id)
 		err = errors.New("run failed: " + failed + "; stderr: " + tail(se, 600))
 	}
 	if err == nil && first == 0 {

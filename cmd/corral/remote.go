@@ -37,12 +37,35 @@ func (f *remoteFlags) client() (*client.Client, error) {
 // streamRemote prints a run's events from the daemon after offset until
 // the run ends; Ctrl-C stops watching (the daemon keeps the run).
 func streamRemote(cmd *cobra.Command, c *client.Client, runID string, after int64) error {
+	return followRemote(cmd, c, after, func(ctx context.Context, p *printer) (string, error) {
+		return runID, c.Events(ctx, runID, after, p.print)
+	})
+}
+
+// startRemote starts a run through the daemon and prints its events,
+// streamed on the start's own request (client.StartEvents), until it
+// ends; Ctrl-C stops watching (the daemon keeps the run).
+func startRemote(cmd *cobra.Command, c *client.Client, req api.StartRun) error {
+	return followRemote(cmd, c, 0, func(ctx context.Context, p *printer) (string, error) {
+		return c.StartEvents(ctx, req, func(id, thread string) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s)\n", id, thread)
+		}, p.print)
+	})
+}
+
+// followRemote prints what follow streams (the id of the run it follows,
+// "" when none was started) and exits as the run did.
+func followRemote(cmd *cobra.Command, c *client.Client, after int64, follow func(context.Context, *printer) (string, error)) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p := &printer{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), last: after, progress: true}
-	err := c.Events(ctx, runID, after, p.print)
+	runID, err := follow(ctx, p)
 	if ctx.Err() != nil && cmd.Context().Err() == nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "corral: detached; run %s goes on. Attach with: corral attach --server ... %s\n", runID, runID)
+		if runID == "" {
+			fmt.Fprintln(cmd.ErrOrStderr(), "corral: interrupted before the daemon answered; the run may have started (corral runs --server ... lists it)")
+		} else {
+			fmt.Fprintf(cmd.ErrOrStderr(), "corral: detached; run %s goes on. Attach with: corral attach --server ... %s\n", runID, runID)
+		}
 		return &exitError{code: 130}
 	}
 	if err != nil {

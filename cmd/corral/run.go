@@ -85,18 +85,18 @@ exits with the command's exit code.`,
 				if err != nil {
 					return err
 				}
-				rec, err := c.Start(ctx, api.StartRun{Thread: req.Thread, Harness: req.Harness, Prompt: req.Prompt, Args: req.Args,
-					Model: req.Model, Mode: req.Mode, Auth: string(req.Auth), Options: req.Options, Approvals: req.Approvals})
+				start := api.StartRun{Thread: req.Thread, Harness: req.Harness, Prompt: req.Prompt, Args: req.Args,
+					Model: req.Model, Mode: req.Mode, Auth: string(req.Auth), Options: req.Options, Approvals: req.Approvals}
+				if !detach {
+					return startRemote(cmd, c, start)
+				}
+				rec, err := c.Start(ctx, start)
 				if err != nil {
 					return err
 				}
-				if detach {
-					fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s) started detached; attach with: corral attach --server ... %s\n", rec.ID, rec.Thread, rec.ID)
-					fmt.Fprintln(cmd.OutOrStdout(), rec.ID)
-					return nil
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s)\n", rec.ID, rec.Thread)
-				return streamRemote(cmd, c, rec.ID, 0)
+				fmt.Fprintf(cmd.ErrOrStderr(), "corral: run %s (thread %s) started detached; attach with: corral attach --server ... %s\n", rec.ID, rec.Thread, rec.ID)
+				fmt.Fprintln(cmd.OutOrStdout(), rec.ID)
+				return nil
 			}
 			r, st, err := sf.openRunner(ctx, cmd.ErrOrStderr())
 			if err != nil {

@@ -138,6 +138,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -368,31 +369,36 @@ func (Harness) Prepare(ctx context.Context, h sandbox.Handle, req harness.Reques
 		args = append(args, "--append-system-prompt-file", instructions)
 	}
 
-	args = append(args, "--permission-mode", pm.mode)
-	if pm.settings != "" {
-		args = append(args, "--settings", pm.settings)
-	}
-	if len(pm.allowed) > 0 {
-		args = append(args, "--allowedTools", strings.Join(pm.allowed, ","))
-	}
-	if len(pm.disallowed) > 0 {
-		args = append(args, "--disallowedTools", strings.Join(pm.disallowed, ","))
-	}
-	if pm.promptTool {
-		args = append(args, "--permission-prompt-tool", promptTool)
-	}
-
 	if req.Session != "" && !sessionRE.MatchString(req.Session) {
 		return harness.Invocation{}, sandbox.Errorf(sandbox.InvalidArgument, op, req.RunID, "malformed session id %q", req.Session)
 	}
-	args = append(args, req.Args...)
+	// flags are the permission flags (with settings) and the caller's.
+	flags := func(settings map[string]any) []string {
+		a := []string{"--permission-mode", pm.mode}
+		if len(settings) > 0 {
+			a = append(a, "--settings", mustJSON(settings))
+		}
+		if len(pm.allowed) > 0 {
+			a = append(a, "--allowedTools", strings.Join(pm.allowed, ","))
+		}
+		if len(pm.disallowed) > 0 {
+			a = append(a, "--disallowedTools", strings.Join(pm.disallowed, ","))
+		}
+		if pm.promptTool {
+			a = append(a, "--permission-prompt-tool", promptTool)
+		}
+		return append(a, req.Args...)
+	}
 	if warm && !pm.promptTool && len(servers) == 0 && pluginDir == "" && req.ThreadID != "" && req.RunDir != "" {
 		// The keeper check looks for the session itself, in the same exec.
-		inv, ok, err := prepareWarm(ctx, h, req, warmTurn{args: append(prefix, args...), env: env, session: req.Session, instr: instructions})
+		// The keeper's tools wait on the diff gate (warmSettings).
+		wargs := append(append(slices.Clip(prefix), args...), flags(warmSettings(pm.settings, warmGate(req)))...)
+		inv, ok, err := prepareWarm(ctx, h, req, warmTurn{args: wargs, env: env, session: req.Session, instr: instructions})
 		if ok || err != nil {
 			return inv, err
 		}
 	}
+	args = append(args, flags(pm.settings)...)
 
 	// Session resume.
 	resume, note := "", ""

@@ -33,10 +33,10 @@ var (
 // permissions is how a policy maps onto the CLI's flags.
 type permissions struct {
 	mode       string
-	promptTool bool     // serve the approve tool and pass --permission-prompt-tool
-	settings   string   // inline --settings JSON (ask rules that route to the tool)
-	allowed    []string // --allowedTools
-	disallowed []string // --disallowedTools
+	promptTool bool           // serve the approve tool and pass --permission-prompt-tool
+	settings   map[string]any // inline --settings (ask rules that route to the tool)
+	allowed    []string       // --allowedTools
+	disallowed []string       // --disallowedTools
 }
 
 // unrestricted reports whether p guards nothing: no policy, or every
@@ -80,7 +80,7 @@ func planPermissions(p *sandbox.Policy, withTool bool) permissions {
 		pm.promptTool = true
 		ask := append([]string{"Bash"}, fileWriteTools...)
 		ask = append(ask, networkTools...)
-		pm.settings = mustJSON(map[string]any{"permissions": map[string]any{"ask": ask}})
+		pm.settings = map[string]any{"permissions": map[string]any{"ask": ask}}
 		return pm
 	}
 	pm.mode = ModeDontAsk

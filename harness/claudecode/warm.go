@@ -34,6 +34,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
+	"path"
 	"strconv"
 	"strings"
 
@@ -87,7 +89,7 @@ if [ -n "$ses" ]; then
   for f in "$cfg"/projects/*/"$ses".jsonl; do [ -f "$f" ] && how=resumed && break; done
 fi
 if [ "$how" = resumed ]; then set -- "$@" --resume "$ses"; else ses=$fresh; set -- "$@" --session-id "$ses"; fi
-rm -f "$d/in" "$d/busy" "$d/pid" "$d/log" "$d/relay".*
+rm -f "$d/in" "$d/busy" "$d/pid" "$d/log" "$d/gate" "$d/relay".*
 mkfifo "$d/in" && : >"$d/log" || exit 1
 printf '%s\n' "$dg" >"$d/digest"; printf '%s\n' "$ses" >"$d/session"
 # mawk fills its input buffer before it reads a line, unless interactive:
@@ -156,6 +158,41 @@ if [ "$st" != 0 ] && [ -s "$d/err" ]; then tail -c 2000 "$d/err" >&2; fi
 exit "$st"
 `
 
+// warmGate is the thread's diff gate: the turn's journal wrapper holds it
+// while it records the working tree's starting state beside the turn's
+// start (harness.Invocation.DiffGate), and the keeper's tools wait for it
+// (warmSettings). Claude Code changes files only through its tools (corral
+// projects no hooks or MCP servers into a warm keeper), so the baseline
+// is the tree before the turn's first change.
+func warmGate(req harness.Request) string { return path.Join(warmDir(req), "gate") }
+
+// gateHook is the PreToolUse hook's command: it waits while the gate
+// exists and the wrapper it names lives (a wrapper killed before it
+// removed the gate holds nothing), then lets the tool's own decision go
+// on (exit 0, no output).
+func gateHook(gate string) string {
+	return `g=` + sandbox.ShellQuote(gate) + `; while [ -e "$g" ]; do p=; read -r p <"$g" 2>/dev/null; [ -n "$p" ] && kill -0 "$p" 2>/dev/null || break; sleep 0.002; done; exit 0`
+}
+
+// warmSettings returns the keeper's --settings: base with a PreToolUse
+// hook on every tool that waits on the gate.
+func warmSettings(base map[string]any, gate string) map[string]any {
+	s := maps.Clone(base)
+	if s == nil {
+		s = map[string]any{}
+	}
+	s["hooks"] = map[string]any{"PreToolUse": []any{map[string]any{
+		"matcher": "*",
+		"hooks":   []any{map[string]any{"type": "command", "command": gateHook(gate), "timeout": gateHookTimeout}},
+	}}}
+	return s
+}
+
+// gateHookTimeout bounds a tool's wait on the gate, in seconds (a
+// baseline of a very large tree may take long; a stuck one must not hold
+// the turn for ever).
+const gateHookTimeout = 600
+
 // warmTurn is what prepareWarm needs from Prepare.
 type warmTurn struct {
 	args    []string // the CLI's argv, prefix included, without session flags
@@ -207,7 +244,7 @@ func prepareWarm(ctx context.Context, h sandbox.Handle, req harness.Request, w w
 		small = "small"
 	}
 	cmd := sandbox.Command{Args: []string{"sh", "-c", turnClient, "corral-claude-turn", dir, out[1], note, off, small}}
-	return harness.Invocation{Command: cmd, Stdin: []byte(line + "\n")}, true, nil
+	return harness.Invocation{Command: cmd, Stdin: []byte(line + "\n"), DiffGate: warmGate(req)}, true, nil
 }
 
 // hostWarm is ensureKeeper's "warm PID" answer found without a process,

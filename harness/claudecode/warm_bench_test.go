@@ -141,3 +141,28 @@ func BenchmarkWarmTurnFloor(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(testutil.Median(ms), "first-ms")
 }
+
+// BenchmarkSecondTurn times a warm thread's second and third turns, each
+// iteration a new thread whose first turn (untimed) starts its keeper:
+// the case bench/peer's next-turn row measures. The second turn is the
+// CLI's first on a prompt read while running (second-ms, median); the
+// third (third-ms) is closer to BenchmarkNextTurn/warm's steady state:
+//
+//	go test -run '^$' -bench SecondTurn -benchtime 8x ./harness/claudecode/
+func BenchmarkSecondTurn(b *testing.B) {
+	w := newWarmEnv(b, fakemodel.Say("hi"))
+	w.Options[claudecode.OptWarm] = "true"
+	r := w.Runner(b)
+	ctx := testCtx(b)
+	var second, third []float64
+	for i := range b.N {
+		th := "second-" + strconv.Itoa(i)
+		if err := r.Wait(ctx, w.StartIn(b, ctx, r, th, "Hello.").ID); err != nil {
+			b.Fatal(err)
+		}
+		second = append(second, turntest.TimeFirstText(b, ctx, r, func() store.Run { return w.StartIn(b, ctx, r, th, "Next.") }))
+		third = append(third, turntest.TimeFirstText(b, ctx, r, func() store.Run { return w.StartIn(b, ctx, r, th, "Again.") }))
+	}
+	b.ReportMetric(testutil.Median(second), "second-ms")
+	b.ReportMetric(testutil.Median(third), "third-ms")
+}

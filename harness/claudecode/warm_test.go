@@ -2,8 +2,10 @@ package claudecode_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -207,5 +209,52 @@ func TestWarmLargePrompt(t *testing.T) {
 	rec = w.Start(t, ctx, r, big)
 	if text, _, _ := turnText(t, ctx, r, rec.ID); text != "two" || w.KeeperPid() != pid {
 		t.Fatalf("large next turn: text %q keeper %d (first %d)", text, w.KeeperPid(), pid)
+	}
+}
+
+// TestWarmDiffGate: a warm turn's diff baseline is taken beside the
+// turn's start, and the keeper's tools wait for it (the PreToolUse hook on
+// the diff gate), so a file the agent's first tool changes at once is in
+// the turn's diff, never in its baseline. The baseline is made slow: the
+// workspace's git runs a clean filter that sleeps on a.txt, hashed before
+// b.txt, which the turn's first tool (Bash) overwrites at once. Without
+// the hook, the command runs while git sleeps and b.txt's new content is taken
+// as the starting state (the diff misses it).
+func TestWarmDiffGate(t *testing.T) {
+	setup := `git config filter.slow.clean 'sleep 2; cat' && printf 'a.txt filter=slow\n' >.git/info/attributes && echo a >a.txt && echo b >b.txt && echo set`
+	w := newWarmEnv(t, fakemodel.Script{Turns: []fakemodel.Turn{
+		{Command: setup}, {Text: "ready"},
+		{Command: "echo changed >b.txt"}, {Text: "done"},
+	}})
+	r := w.Runner(t)
+	ctx := testCtx(t)
+	if text, _, _ := turnText(t, ctx, r, w.Start(t, ctx, r, "Set up.").ID); text != "ready" {
+		t.Fatalf("first turn: text %q", text)
+	}
+	pid := w.KeeperPid()
+	rec := w.Start(t, ctx, r, "Change b.")
+	evs := follow(t, r, ctx, rec.ID)
+	if text := turntest.Text(evs); text != "done" || w.KeeperPid() != pid {
+		t.Fatalf("second turn: text %q, keeper %d (first %d): not a warm turn", text, w.KeeperPid(), pid)
+	}
+	var final *event.FileChange
+	for _, e := range evs {
+		var fc event.FileChange
+		if e.Type == event.Custom && e.Name == event.FileChanged && json.Unmarshal(e.Value, &fc) == nil && fc.ToolCallID == "" {
+			final = &fc
+		}
+	}
+	if final == nil {
+		t.Fatalf("the second turn has no final diff; events %+v", evs)
+	}
+	if !slices.Contains(final.Files, "b.txt") || !strings.Contains(final.Patch, "-b") || !strings.Contains(final.Patch, "+changed") {
+		t.Fatalf("the second turn's diff misses the change to b.txt (taken into the baseline?): files %v\n%s", final.Files, final.Patch)
+	}
+	if slices.Contains(final.Files, "a.txt") {
+		t.Errorf("the diff has a.txt, which the turn did not change: %v", final.Files)
+	}
+	gates, _ := filepath.Glob(filepath.Join(w.Journals, claudecode.WarmDirPrefix+"*", "gate"))
+	if len(gates) != 0 {
+		t.Errorf("a gate is left after the turn: %v", gates)
 	}
 }

@@ -70,22 +70,30 @@ func FirstText(b *testing.B, ctx context.Context, r *run.Runner, start func() st
 	var ms []float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		rec := start()
-		var got time.Duration
-		err := r.Follow(ctx, rec.ID, 0, func(e store.Event) error {
-			if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent && got == 0 {
-				got = time.Since(t0)
-			}
-			return nil
-		})
-		if err != nil || got == 0 {
-			b.Fatalf("turn %d: no text (%v)", i, err)
-		}
-		ms = append(ms, float64(got.Microseconds())/1000)
+		ms = append(ms, TimeFirstText(b, ctx, r, start))
 	}
 	b.StopTimer()
 	b.ReportMetric(testutil.Median(ms), "first-ms")
+}
+
+// TimeFirstText starts one turn with start and follows it to its end; it
+// returns the milliseconds from just before start to the first
+// TEXT_MESSAGE_CONTENT a follower of r receives.
+func TimeFirstText(b *testing.B, ctx context.Context, r *run.Runner, start func() store.Run) float64 {
+	b.Helper()
+	t0 := time.Now()
+	rec := start()
+	var got time.Duration
+	err := r.Follow(ctx, rec.ID, 0, func(e store.Event) error {
+		if ev, err := event.Unmarshal(e.Data); err == nil && ev.Type == event.TextMessageContent && got == 0 {
+			got = time.Since(t0)
+		}
+		return nil
+	})
+	if err != nil || got == 0 {
+		b.Fatalf("run %s: no text (%v)", rec.ID, err)
+	}
+	return float64(got.Microseconds()) / 1000
 }
 
 // ModelFloor posts body to url b.N times with header and times each until

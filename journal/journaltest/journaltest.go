@@ -623,4 +623,45 @@ func (s *suite) testDiff(t *testing.T) {
 	if !strings.Contains(string(st.Stdout), "?? untracked.txt") {
 		t.Errorf("the user's index must be untouched; git status: %q", st.Stdout)
 	}
+
+	// With a gate (Spec.DiffGate), the baseline is taken beside the
+	// agent, which changes files only once the gate is gone (as Claude
+	// Code's tools wait on it): the diff is the same as without one, and
+	// no gate is left behind.
+	gp, err := journal.PathsFor("", runID("gated"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := gp.Dir + "/" + gp.Token + ".gate"
+	gated := `g=` + sandbox.ShellQuote(gate) + `; while [ -e "$g" ]; do sleep 0.01; done; printf 'gated\n' > tracked.txt; printf 'two\n' > second.txt; echo done`
+	nonce = journal.NewNonce()
+	if err := launch(ctx, h, journal.Spec{Paths: gp, Nonce: nonce, Agent: sandbox.Command{Shell: gated}, Diff: true, DiffGate: gate}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeJournal(h, gp) })
+	lines, exit, err = collect(t, ctx, reader(h, gp, nonce, journal.Poll), 0)
+	if err != nil || exit.Code != 0 {
+		t.Fatalf("gated: %+v %v", exit, err)
+	}
+	diff = nil
+	for _, l := range lines {
+		if l.Diff != nil {
+			diff = l.Diff
+		}
+	}
+	if diff == nil {
+		t.Fatalf("gated: no diff line in %q", texts(lines))
+	}
+	patch = string(diff.Patch)
+	for _, want := range []string{"a/tracked.txt", "-new", "+gated", "b/second.txt", "+two"} {
+		if !strings.Contains(patch, want) {
+			t.Errorf("the gated run's diff lacks %q:\n%s", want, patch)
+		}
+	}
+	if strings.Contains(patch, "untracked.txt") {
+		t.Errorf("the gated run's diff has the earlier run's file:\n%s", patch)
+	}
+	if res, err := h.Exec(ctx, sandbox.Command{Args: []string{"test", "-e", gate}}); err != nil || res.ExitCode == 0 {
+		t.Errorf("the gate %s is left after the run (%v)", gate, err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // removeRunCgroups removes the empty cgroups corral-TOKEN-PID that a
@@ -18,7 +19,16 @@ import (
 // sandbox: names of exactly that form only, and rmdir refuses a cgroup
 // that still has members. Errors are ignored: this is hygiene, not a
 // guarantee.
+//
+// A cgroup this process made for the run (newRunCgroup) is removed by
+// name, without the listing: the directory holds every concurrent run's
+// cgroup, and listing it on every run's end costs the daemon time in
+// proportion to the runs in flight.
 func removeRunCgroups(tok string) {
+	if dir, ok := bornCgroups.take(tok); ok {
+		_ = os.Remove(dir) // busy while the wrapper is still in it: spawnWrapper removes it once it exits
+		return
+	}
 	root := cgroupV2Root()
 	if root == "" {
 		return
@@ -115,7 +125,38 @@ func newRunCgroup(tok string) (string, bool) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", false
 	}
+	bornCgroups.put(tok, dir)
 	return dir, true
+}
+
+// bornCgroups are the run cgroups this process made, by run token, until
+// the run's Remove. Bounded: past maxBorn entries (runs whose Remove came
+// from another process) it starts again empty, and a Remove that finds no
+// entry lists the directory as before.
+var bornCgroups = &bornSet{m: map[string]string{}}
+
+const maxBorn = 4096
+
+type bornSet struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (b *bornSet) put(tok, dir string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.m) >= maxBorn {
+		clear(b.m)
+	}
+	b.m[tok] = dir
+}
+
+func (b *bornSet) take(tok string) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	dir, ok := b.m[tok]
+	delete(b.m, tok)
+	return dir, ok
 }
 
 // removeCgroup removes a run's cgroup ("" is none); one that still has

@@ -131,6 +131,7 @@ func TestRemoveDropsKilledWrappersCgroup(t *testing.T) {
 				if err := os.Mkdir(cg, 0o755); err != nil {
 					t.Fatal(err)
 				}
+				journal.ForgetBornCgroup(p.Token)
 			}
 			if _, err := os.Stat(cg); err != nil {
 				t.Fatalf("the killed wrapper's cgroup is not there to clean: %v", err)

@@ -59,7 +59,10 @@ func (s *readState) hostRead(ctx context.Context, hp string) (*Exit, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	exited := r.Exited
-	buf := make([]byte, chunkSize)
+	// The buffer starts small (most journals are a few lines) and grows to
+	// chunkSize while reads fill it: a 256 KiB buffer per run is garbage
+	// that costs a busy daemon time to clear and collect.
+	buf := make([]byte, 16<<10)
 	var (
 		lastLook   time.Time // the last liveness look
 		lastGrowth = time.Now()
@@ -88,6 +91,9 @@ func (s *readState) hostRead(ctx context.Context, hp string) (*Exit, error) {
 			grew = true
 			if err := s.f.feed(buf[:n]); err != nil {
 				return nil, err
+			}
+			if n == len(buf) && len(buf) < chunkSize {
+				buf = make([]byte, min(2*len(buf), chunkSize))
 			}
 		}
 		if grew {

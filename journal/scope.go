@@ -34,9 +34,7 @@ package journal
 //
 // Where the run has its cgroup, the wrapper's kill once the agent exited
 // (grace 0) is the cgroup first: it is killed until empty, with built-ins,
-// then one grep looks for the marker among the processes started after the
-// wrapper (pids above its own while the pid counter has not wrapped; all
-// of them once it has, see cs_escgrep); only when a live process still
+// then one grep looks for the marker; only when a live process still
 // carries it (it moved itself out of the cgroup, as root can) do the other
 // rules run (their scans cost a read per byte per process, for every
 // process of a shared host table). A process that left the cgroup and
@@ -234,40 +232,10 @@ cs_exclude() {
   done
   for cs_p in $cs_seedids; do cs_excl="$cs_excl$cs_p "; done
 }
-cs_above() {
-  # cs_above N: cs_gl, glob patterns (space-separated) that together match
-  # the /proc/PID/environ of exactly the pids above N (decimal, no leading
-  # zero): longer numbers, then per digit of N below 9 the same prefix
-  # with a greater digit there. Built-ins only.
-  cs_r=$1 cs_q= cs_gl= cs_c=
-  while [ -n "$cs_r" ]; do cs_q="$cs_q[0-9]"; cs_r=${cs_r#?}; done
-  cs_gl="/proc/[1-9]$cs_q*/environ" cs_r=$1 cs_c=
-  while [ -n "$cs_r" ]; do
-    cs_d=${cs_r%"${cs_r#?}"} cs_r=${cs_r#?} cs_q=${cs_q#'[0-9]'}
-    [ "$cs_d" -lt 9 ] && cs_gl="$cs_gl /proc/$cs_c[$((cs_d+1))-9]$cs_q/environ"
-    cs_c=$cs_c$cs_d
-  done
-}
 cs_escgrep() {
   # 0 when a live process other than the excluded ones carries the
-  # marker (cs_mark=cs_tok): one grep over the environments that can hold
-  # it. A wrapper asking for its own run (the seed is this shell) reads
-  # only those of the pids above its own: every process of the run started
-  # after it, and pids are handed out in increasing order until the
-  # counter wraps, which it has not while the last pid handed out (the
-  # last field of /proc/loadavg) is still above the wrapper's. Each
-  # environment read costs the kernel a walk of the process's memory, and
-  # a busy host has hundreds of processes older than the run. When the
-  # counter has wrapped (or that cannot be read), every environment is
-  # read. (A process that left the cgroup after the counter went all the
-  # way round, past pid_max forks, is missed, as one that cleared its
-  # environment is.)
-  cs_gl='/proc/[0-9]*/environ'
-  if [ "$cs_seedids" = "$$" ] && [ -d "/proc/$$" ] &&
-    read -r cs_a cs_a cs_a cs_a cs_l </proc/loadavg 2>/dev/null && [ "$cs_l" -gt "$$" ] 2>/dev/null; then
-    cs_above "$$"
-  fi
-  for cs_f in $(grep -l -a -z -x -F -- "${cs_mark}=$cs_tok" $cs_gl 2>/dev/null); do
+  # marker (cs_mark=cs_tok): one grep over every environment.
+  for cs_f in $(grep -l -a -z -x -F -- "${cs_mark}=$cs_tok" /proc/[0-9]*/environ 2>/dev/null); do
     [ -n "$cs_excl" ] || cs_exclude # before cs_p: it walks with cs_p
     cs_p=${cs_f#/proc/}; cs_p=${cs_p%/environ}
     case "$cs_excl" in *" $cs_p "*) continue ;; esac

@@ -77,22 +77,6 @@ func WarmDigest(args []string, env map[string]string, extra ...string) string {
 const WarmAliveSh = `alive() { kill -0 "$1" 2>/dev/null || return 1; [ -r "/proc/$1/stat" ] || return 0; read -r _st <"/proc/$1/stat" || return 0; case ${_st##*) } in Z*|X*) return 1 ;; esac; }
 `
 
-// WarmWatchSh defines the shell function watch_keeper KP SECS PID... for
-// turn clients (after WarmAliveSh): in the background, every SECS seconds
-// while keeper KP is alive, then it kills PID... (the relay a keeper that
-// died with its whole session would leave waiting). $! is the watchdog.
-// A SIGTERM ends it at once and takes its sleep with it, so a turn client
-// that kills it at its end leaves no process of the turn behind (a sleep
-// left over would make the journal wrapper's end kill the run's scope the
-// long way).
-const WarmWatchSh = `watch_keeper() {
-  ( wk_k=$1 wk_t=$2 wk_s=; shift 2
-    trap 'kill $wk_s 2>/dev/null; exit 0' TERM
-    while alive "$wk_k"; do sleep "$wk_t" & wk_s=$!; wait $wk_s; done
-    kill "$@" 2>/dev/null ) >/dev/null 2>&1 &
-}
-`
-
 // WarmCheckSh is the start of a keeper check shared by the warm harnesses,
 // after WarmAliveSh, with $d the keeper directory and $dg the turn's
 // digest: it prints "unsupported" without setsid or mkfifo, "busy" while

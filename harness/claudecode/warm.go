@@ -109,7 +109,7 @@ echo "started $p $how"
 // small prompt (else the size's wc and the writer's cat); the relay (a
 // FIFO and tail -f on the log from the noted offset; GNU tail follows by
 // inotify) starts after it.
-const turnClient = harness.WarmAliveSh + harness.WarmWatchSh + `d=$1 kp=$2 note=$3 off=$4 small=$5
+const turnClient = harness.WarmAliveSh + `d=$1 kp=$2 note=$3 off=$4 small=$5
 [ -n "$note" ] && printf '%s\n' "$note"
 p=
 [ -r "$d/pid" ] && read -r p <"$d/pid"
@@ -142,7 +142,7 @@ tail -c +$((off+1)) -f "$d/log" >"$r" 2>/dev/null &
 tp=$!
 # The watchdog: a keeper killed with its whole session writes no
 # warm_exited line; this ends the relay then (off the turn's path).
-watch_keeper "$kp" 0.5 $tp $cp
+( while alive "$kp"; do sleep 0.5; done; kill "$tp" "$cp" 2>/dev/null ) >/dev/null 2>&1 &
 wp=$!
 aw=awk
 [ -r "$d/awk" ] && read -r aw <"$d/awk"
@@ -152,7 +152,7 @@ $aw '{ print; fflush() }
 /"type":"result"/ { st = index($0, "\"is_error\":true") ? 1 : 0; done = 1; exit }
 END { if (!done) st = 1; exit st }' <"$r"
 st=$?
-kill $tp $wp $cp 2>/dev/null
+kill "$tp" "$wp" "$cp" 2>/dev/null
 rm -f "$r" "$d/busy"
 if [ "$st" != 0 ] && [ -s "$d/err" ]; then tail -c 2000 "$d/err" >&2; fi
 exit "$st"

@@ -180,7 +180,7 @@ rmhome() {
 // turnClient is a warm turn's journaled command. Args: dir, keeper pid,
 // codex thread, the turn/start request id, a note line to print first (or
 // ""). Stdin: the turn/start request line.
-const turnClient = harness.WarmAliveSh + harness.WarmWatchSh + warmHomeSh + `d=$1 kp=$2 thr=$3 rid=$4 note=$5
+const turnClient = harness.WarmAliveSh + warmHomeSh + `d=$1 kp=$2 thr=$3 rid=$4 note=$5
 [ -n "$note" ] && printf '%s\n' "$note"
 if [ "$(cat "$d/pid" 2>/dev/null)" != "$kp" ] || ! alive "$kp"; then
   echo "corral: the warm codex app-server $kp is gone" >&2; exit 1
@@ -206,7 +206,7 @@ exec 4<>"/proc/$kp/fd/3" 5<&0 || { rm -f "$r" "$d/busy"; kill $tp 2>/dev/null; e
 cat <&5 >&4 &
 cp=$!
 exec 4>&- 5<&-
-watch_keeper "$kp" 0.2 $tp $cp
+( while alive "$kp"; do sleep 0.2; done; kill "$tp" "$cp" 2>/dev/null ) >/dev/null 2>&1 &
 wp=$!
 # mawk fills its input buffer before it reads a line, unless interactive.
 aw=awk
@@ -222,7 +222,7 @@ turn == "" && index($0, "\"id\":\"" rid "\"") {
 turn != "" && /^\{"method":"turn\/completed"/ && index($0, "\"id\":\"" turn "\"") { st = 0; done = 1; exit }
 END { if (!done) st = 1; exit st }' <"$r"
 st=$?
-kill $tp $wp $cp 2>/dev/null
+kill "$tp" "$wp" "$cp" 2>/dev/null
 rm -f "$r" "$d/busy"
 if [ "$st" != 0 ] && [ -s "$d/err" ]; then tail -c 2000 "$d/err" >&2; fi
 exit "$st"

@@ -159,6 +159,15 @@ func (b *bornSet) take(tok string) (string, bool) {
 	return dir, ok
 }
 
+// dropRunCgroup removes the cgroup newRunCgroup made for run token tok
+// when no wrapper ran in it (its start failed, or the handle spawned the
+// wrapper elsewhere, which then makes corral-TOKEN-PID itself), and
+// forgets it, so the run's Remove lists the directory as before.
+func dropRunCgroup(tok, dir string) {
+	removeCgroup(dir)
+	bornCgroups.take(tok)
+}
+
 // removeCgroup removes a run's cgroup ("" is none); one that still has
 // members (the run kept its background processes) stays for the sweep.
 func removeCgroup(dir string) {

@@ -10,3 +10,6 @@ func newRunCgroup(string) (string, bool) { return "", false }
 
 // removeCgroup has nothing to remove without Linux.
 func removeCgroup(string) {}
+
+// dropRunCgroup has nothing to remove without Linux.
+func dropRunCgroup(string, string) {}

@@ -59,7 +59,7 @@ func start(ctx context.Context, h sandbox.Handle, spec Spec) (sandbox.Process, e
 	}
 	cmd, err := Command(spec, stdin)
 	if err != nil {
-		removeCgroup(cg)
+		dropRunCgroup(spec.Paths.Token, cg)
 		return nil, err
 	}
 	if len(spec.Stdin) > 0 && !stdin {
@@ -69,11 +69,11 @@ func start(ctx context.Context, h sandbox.Handle, spec Spec) (sandbox.Process, e
 			err = sandbox.Errorf(sandbox.Internal, "journal.start", spec.Paths.Token, "writing the agent's stdin file exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 		}
 		if err != nil {
-			removeCgroup(cg)
+			dropRunCgroup(spec.Paths.Token, cg)
 			return nil, err
 		}
 	}
-	pr, err := spawnWrapper(ctx, h, cs, cg, cmd)
+	pr, err := spawnWrapper(ctx, h, cs, spec.Paths.Token, cg, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func start(ctx context.Context, h sandbox.Handle, spec Spec) (sandbox.Process, e
 // refuses (Unimplemented) the cgroup is removed and the same command is
 // spawned as usual: the wrapper, not in a cgroup of the born form, makes
 // and joins one itself as always.
-func spawnWrapper(ctx context.Context, h sandbox.Handle, cs sandbox.CgroupSpawner, cg string, cmd sandbox.Command) (sandbox.Process, error) {
+func spawnWrapper(ctx context.Context, h sandbox.Handle, cs sandbox.CgroupSpawner, tok, cg string, cmd sandbox.Command) (sandbox.Process, error) {
 	if cg != "" {
 		pr, err := cs.SpawnInCgroup(context.WithoutCancel(ctx), cmd, cg)
 		if err == nil {
@@ -118,7 +118,7 @@ func spawnWrapper(ctx context.Context, h sandbox.Handle, cs sandbox.CgroupSpawne
 			}()
 			return pr, nil
 		}
-		removeCgroup(cg)
+		dropRunCgroup(tok, cg)
 		if sandbox.CodeOf(err) != sandbox.Unimplemented {
 			return nil, err
 		}
